@@ -1,0 +1,324 @@
+"""Thin layer over mpi4py that every pyfw runtime uses.
+
+* **Pickle path** (lowercase, as mpi4py names it): ``isend(obj)`` / ``poll()`` / ``recv()``.
+  Objects are pickled once here (so an unpicklable object fails on the sender, before any
+  message exists), sent as a byte buffer, and received through a matched probe.
+* **Buffer path** (uppercase): ``Send`` / ``Recv`` / ``Isend`` / ``Irecv`` of numpy arrays,
+  never pickled.
+* **Counters**: messages and bytes sent to and received from each peer
+  (:meth:`Comm.traffic`), read by the link monitor.
+* **Failure detection**: errors are returned, not fatal; under ``mpiexec --with-ft ulfm`` a dead
+  peer surfaces as :class:`pyfw.errors.PeerFailure` naming the dead ranks, after which receives
+  from the other peers go on working.
+* **Waiting without burning a core**: :class:`Backoff`, and deadlines on every blocking receive.
+
+Tags are small fixed integers chosen by each runtime; identifiers (task ids, rounds) travel in
+the payload, never in the tag (``MPI_TAG_UB`` can be as low as 32767).
+"""
+from __future__ import annotations
+
+import pickle
+import time
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from .errors import CommTimeout, PeerFailure
+
+__all__ = ["Comm", "Backoff", "ANY_SOURCE", "ANY_TAG", "world"]
+
+ANY_SOURCE = MPI.ANY_SOURCE
+ANY_TAG = MPI.ANY_TAG
+_PROC_FAILED = {getattr(MPI, n) for n in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING",
+                                         "ERR_REVOKED") if hasattr(MPI, n)}
+
+
+class Backoff:
+    """Capped exponential sleep for polling loops: starts at ``tmin``, doubles to ``tmax``.
+
+    ``reset()`` after any progress. Keeps an idle rank off the CPU (essential when ranks
+    outnumber cores) while adding at most ``tmax`` latency to a waiting receive.
+    """
+
+    __slots__ = ("tmin", "tmax", "delay", "slept")
+
+    def __init__(self, tmin: float = 1e-6, tmax: float = 1e-3):
+        self.tmin, self.tmax = tmin, tmax
+        self.delay = 0.0
+        self.slept = 0.0
+
+    def reset(self) -> None:
+        self.delay = 0.0
+
+    def sleep(self) -> None:
+        time.sleep(self.delay)
+        self.slept += self.delay
+        self.delay = min(self.tmax, max(self.tmin, 2.0 * self.delay))
+
+
+class Comm:
+    """A communicator with counters and failure detection.
+
+    ``Comm(mpi_comm)`` wraps (does not duplicate) ``mpi_comm``; use :meth:`dup` for a private
+    context. Set ``comm.shaper`` to an object with ``delay(peer, nbytes)`` (seconds) to emulate
+    slow links on sends (see :mod:`pyfw.monitor`); it is ``None`` by default and costs nothing.
+    """
+
+    def __init__(self, mpi_comm: MPI.Intracomm | None = None):
+        self.mpi = MPI.COMM_WORLD if mpi_comm is None else mpi_comm
+        if isinstance(self.mpi, Comm):
+            self.mpi = self.mpi.mpi
+        self.rank = self.mpi.Get_rank()
+        self.size = self.mpi.Get_size()
+        self.host = MPI.Get_processor_name()
+        self.mpi.Set_errhandler(MPI.ERRORS_RETURN)
+        n = self.size
+        self.sent_msgs = np.zeros(n, np.int64)
+        self.sent_bytes = np.zeros(n, np.int64)
+        self.recv_msgs = np.zeros(n, np.int64)
+        self.recv_bytes = np.zeros(n, np.int64)
+        self.failed: set[int] = set()
+        self.shaper = None
+        self._pending: list[tuple[MPI.Request, Any, int]] = []  # (request, buffer, dest)
+        self._status = MPI.Status()
+
+    # ---------------------------------------------------------------- construction
+    def dup(self) -> "Comm":
+        """A new Comm on a duplicate of this communicator (own message context). Collective."""
+        return Comm(self.mpi.Dup())
+
+    def free(self) -> None:
+        """Complete pending sends (briefly) and free the communicator if it is not a world one."""
+        self.flush(timeout=1.0, raise_on_timeout=False)
+        if self.mpi not in (MPI.COMM_WORLD, MPI.COMM_SELF) and self.mpi != MPI.COMM_NULL:
+            try:
+                self.mpi.Free()
+            except MPI.Exception:
+                pass
+
+    # ---------------------------------------------------------------- pickle path
+    @staticmethod
+    def dumps(obj: Any) -> bytes:
+        """Pickle ``obj`` (protocol 5); raises the pickling error unchanged."""
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def isend(self, obj: Any, dest: int, tag: int) -> None:
+        """Send a picklable object without blocking; completion is tracked internally."""
+        self.isend_bytes(self.dumps(obj), dest, tag)
+
+    def isend_bytes(self, data: bytes, dest: int, tag: int) -> None:
+        """Send an already pickled payload without blocking (see :meth:`isend`)."""
+        if dest in self.failed:
+            return
+        self._shape(dest, len(data))
+        try:
+            req = self.mpi.Isend([data, MPI.BYTE], dest, tag)
+        except MPI.Exception as exc:
+            self._handle(exc)
+            return
+        self._pending.append((req, data, dest))
+        self.sent_msgs[dest] += 1
+        self.sent_bytes[dest] += len(data)
+        if len(self._pending) > 64:
+            self.progress()
+
+    def send(self, obj: Any, dest: int, tag: int, timeout: float | None = None) -> None:
+        """Send an object and wait until the send buffer is free (bounded by ``timeout``)."""
+        self.isend(obj, dest, tag)
+        self.flush(timeout=timeout)
+
+    def poll(self, source: int = ANY_SOURCE, tag: int = ANY_TAG):
+        """Receive one pickled message if one is waiting: ``(obj, source, tag)`` or ``None``.
+
+        Raises :class:`PeerFailure` (once per newly failed set of ranks) under ULFM.
+        """
+        st = self._status
+        try:
+            msg = self.mpi.Improbe(source, tag, st)
+        except MPI.Exception as exc:
+            self._handle(exc)
+            return None
+        if msg is None:
+            return None
+        src, tg, n = st.Get_source(), st.Get_tag(), st.Get_count(MPI.BYTE)
+        buf = bytearray(n)
+        try:
+            msg.Recv([buf, MPI.BYTE])
+        except MPI.Exception as exc:
+            self._handle(exc)
+            return None
+        self.recv_msgs[src] += 1
+        self.recv_bytes[src] += n
+        return pickle.loads(buf), src, tg
+
+    def recv(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, timeout: float | None = None,
+             backoff: Backoff | None = None):
+        """Wait for one pickled message: ``(obj, source, tag)``; :class:`CommTimeout` after
+        ``timeout`` seconds. Sleeps with a capped backoff while nothing arrives."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        backoff = backoff or Backoff()
+        while True:
+            got = self.poll(source, tag)
+            if got is not None:
+                return got
+            self.progress()
+            if deadline is not None and time.monotonic() > deadline:
+                raise CommTimeout(f"rank {self.rank}: nothing received from "
+                                  f"{'any rank' if source == ANY_SOURCE else f'rank {source}'}"
+                                  f" (tag {tag}) within {timeout:g} s")
+            backoff.sleep()
+
+    def probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> bool:
+        """True if a message from ``source`` with ``tag`` is waiting (does not receive it)."""
+        try:
+            return self.mpi.Iprobe(source, tag)
+        except MPI.Exception as exc:
+            self._handle(exc)
+            return False
+
+    # ---------------------------------------------------------------- buffer path
+    def Send(self, buf: np.ndarray, dest: int, tag: int = 0) -> None:
+        self._shape(dest, buf.nbytes)
+        self._count_send(dest, buf.nbytes)
+        self._call(self.mpi.Send, buf, dest, tag)
+
+    def Recv(self, buf: np.ndarray, source: int, tag: int = 0) -> None:
+        self._call(self.mpi.Recv, buf, source, tag)
+        self._count_recv(source, buf.nbytes)
+
+    def Isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> MPI.Request:
+        self._shape(dest, buf.nbytes)
+        self._count_send(dest, buf.nbytes)
+        return self._call(self.mpi.Isend, buf, dest, tag)
+
+    def Irecv(self, buf: np.ndarray, source: int, tag: int = 0) -> MPI.Request:
+        # counted when posted: the bytes are on their way and this keeps Waitall cheap
+        self._count_recv(source, buf.nbytes)
+        return self._call(self.mpi.Irecv, buf, source, tag)
+
+    def Sendrecv(self, sendbuf: np.ndarray, dest: int, recvbuf: np.ndarray, source: int,
+                 sendtag: int = 0, recvtag: int = 0) -> None:
+        self._shape(dest, sendbuf.nbytes)
+        self._count_send(dest, sendbuf.nbytes)
+        self._call(self.mpi.Sendrecv, sendbuf, dest, sendtag, recvbuf, source, recvtag)
+        self._count_recv(source, recvbuf.nbytes)
+
+    def _count_send(self, dest, nbytes):
+        if dest >= 0:
+            self.sent_msgs[dest] += 1
+            self.sent_bytes[dest] += nbytes
+
+    def _count_recv(self, source, nbytes):
+        if source >= 0:
+            self.recv_msgs[source] += 1
+            self.recv_bytes[source] += nbytes
+
+    def _call(self, fn, *args):
+        try:
+            return fn(*args)
+        except MPI.Exception as exc:
+            self._handle(exc)
+            raise  # _handle raises PeerFailure for failures; anything else propagates
+
+    # ---------------------------------------------------------------- completion
+    def progress(self) -> None:
+        """Retire completed non-blocking sends (cheap; call it in polling loops)."""
+        if not self._pending:
+            return
+        reqs = [p[0] for p in self._pending]
+        try:
+            done = MPI.Request.Testsome(reqs)
+        except MPI.Exception as exc:
+            self._drop_failed_sends()
+            self._handle(exc)
+            return
+        if done:
+            keep = set(range(len(reqs))) - set(done)
+            self._pending = [self._pending[i] for i in sorted(keep)]
+
+    def flush(self, timeout: float | None = None, raise_on_timeout: bool = True) -> bool:
+        """Wait until every pending send has completed; False (or CommTimeout) on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        backoff = Backoff()
+        while self._pending:
+            self.progress()
+            if not self._pending:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                if raise_on_timeout:
+                    raise CommTimeout(f"rank {self.rank}: {len(self._pending)} send(s) "
+                                      f"not completed within {timeout:g} s")
+                return False
+            backoff.sleep()
+        return True
+
+    def cancel_sends_to(self, dest: int) -> None:
+        """Forget pending sends to ``dest`` (a dead or departed peer)."""
+        keep = []
+        for req, buf, d in self._pending:
+            if d == dest:
+                try:
+                    req.Cancel()
+                except MPI.Exception:
+                    pass
+            else:
+                keep.append((req, buf, d))
+        self._pending = keep
+
+    @property
+    def pending_sends(self) -> int:
+        return len(self._pending)
+
+    # ---------------------------------------------------------------- failures
+    def _handle(self, exc: MPI.Exception) -> None:
+        """Turn a ULFM process-failure error into PeerFailure; re-raise anything else."""
+        if exc.Get_error_class() not in _PROC_FAILED:
+            raise exc
+        new = self._acknowledge_failures()
+        self._drop_failed_sends()
+        if new:
+            raise PeerFailure(new) from exc
+        # failure already known (e.g. a pending request to a dead peer): nothing new to report
+
+    def _acknowledge_failures(self) -> set[int]:
+        try:
+            self.mpi.Ack_failed()
+            group = self.mpi.Get_failed()
+        except (MPI.Exception, NotImplementedError, AttributeError):
+            return set()
+        try:
+            ranks = group.Translate_ranks(list(range(group.Get_size())), self.mpi.Get_group())
+        finally:
+            group.Free()
+        new = {r for r in ranks if r >= 0} - self.failed
+        self.failed |= new
+        return new
+
+    def _drop_failed_sends(self) -> None:
+        for dest in list(self.failed):
+            self.cancel_sends_to(dest)
+
+    # ---------------------------------------------------------------- emulation and counters
+    def _shape(self, dest: int, nbytes: int) -> None:
+        if self.shaper is not None and dest >= 0:
+            delay = self.shaper.delay(dest, nbytes)
+            if delay > 0:
+                end = time.perf_counter() + delay
+                while time.perf_counter() < end:  # short, precise: sleep() is too coarse
+                    pass
+
+    def traffic(self) -> dict:
+        """Per-peer message and byte counts since creation (or :meth:`reset_traffic`)."""
+        return {"rank": self.rank, "size": self.size, "host": self.host,
+                "sent_msgs": self.sent_msgs.tolist(), "sent_bytes": self.sent_bytes.tolist(),
+                "recv_msgs": self.recv_msgs.tolist(), "recv_bytes": self.recv_bytes.tolist()}
+
+    def reset_traffic(self) -> None:
+        for a in (self.sent_msgs, self.sent_bytes, self.recv_msgs, self.recv_bytes):
+            a[:] = 0
+
+
+def world() -> Comm:
+    """A :class:`Comm` over ``MPI.COMM_WORLD`` (for entry points only)."""
+    return Comm(MPI.COMM_WORLD)

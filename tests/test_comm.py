@@ -1,0 +1,65 @@
+import pickle
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from pyfw.comm import Backoff, Comm
+from pyfw.errors import CommTimeout
+
+
+def test_backoff_doubles_and_caps():
+    b = Backoff(tmin=1e-6, tmax=4e-6)
+    delays = []
+    for _ in range(5):
+        b.sleep()
+        delays.append(b.delay)
+    assert delays == [1e-6, 2e-6, 4e-6, 4e-6, 4e-6]
+    b.reset()
+    assert b.delay == 0.0
+
+
+def test_self_messages_are_counted():
+    c = Comm(MPI.COMM_SELF)
+    c.isend({"a": np.arange(3)}, 0, 5)
+    obj, src, tag = c.recv(0, 5, timeout=5)
+    assert src == 0 and tag == 5 and obj["a"].tolist() == [0, 1, 2]
+    nbytes = len(pickle.dumps({"a": np.arange(3)}, protocol=pickle.HIGHEST_PROTOCOL))
+    t = c.traffic()
+    assert t["sent_msgs"] == [1] and t["recv_msgs"] == [1]
+    assert t["sent_bytes"] == [nbytes] and t["recv_bytes"] == [nbytes]
+    c.flush(timeout=5)
+
+
+def test_unpicklable_fails_on_sender():
+    c = Comm(MPI.COMM_SELF)
+    with pytest.raises(Exception):
+        c.isend(lambda x: x, 0, 1)
+    assert c.traffic()["sent_msgs"] == [0]
+
+
+def test_recv_deadline():
+    c = Comm(MPI.COMM_SELF)
+    with pytest.raises(CommTimeout, match="within 0.05 s"):
+        c.recv(0, 9, timeout=0.05)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_ring_counts_buffers_and_objects():
+    c = Comm(MPI.COMM_WORLD).dup()
+    right, left = (c.rank + 1) % c.size, (c.rank - 1) % c.size
+    out = np.full(1000, c.rank, dtype=np.float64)
+    inb = np.empty_like(out)
+    req = c.Irecv(inb, left, 3)
+    c.Send(out, right, 3)
+    req.Wait()
+    assert (inb == left).all()
+    c.isend(("hello", c.rank), right, 4)
+    obj, src, _ = c.recv(left, 4, timeout=30)
+    c.flush(timeout=30)
+    assert obj == ("hello", left) and src == left
+    t = c.traffic()
+    assert t["sent_bytes"][right] >= 8000 and t["recv_bytes"][left] >= 8000
+    assert t["sent_msgs"][right] == 2 and t["recv_msgs"][left] == 2
+    c.mpi.Barrier()
+    c.free()
