@@ -305,6 +305,8 @@ class Comm:
             delay = self.shaper.delay(dest, nbytes)
             if delay > 0:
                 end = time.perf_counter() + delay
+                if delay > 2e-3:  # long: sleep the bulk so emulation does not steal a core
+                    time.sleep(delay - 1e-3)
                 while time.perf_counter() < end:  # short, precise: sleep() is too coarse
                     pass
 

@@ -1,0 +1,1 @@
+"""pyfw.monitor: link and rank monitoring (filled in below)."""

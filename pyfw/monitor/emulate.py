@@ -1,0 +1,168 @@
+"""Emulated heterogeneity with known ground truth: slow links and slow ranks.
+
+**Links.** :class:`LinkShaper` plugs into the ``shaper`` hook of :class:`pyfw.comm.Comm`
+(``comm.shaper = LinkShaper(...)``): before every send to ``peer`` of ``nbytes`` bytes the
+sender waits ``latency[peer] + nbytes / bandwidth[peer]`` seconds. A ping-pong over such a
+link therefore takes, one way, ``T(m) = (alpha0 + L) + m * (beta0 + 1/B)`` where ``alpha0,
+beta0`` are the real shared-memory figures (sub-microsecond, well below ms-scale injections).
+The probes in :mod:`pyfw.monitor.probes` honour the same hook, so they measure what the
+runtimes experience.
+
+Links are given as a dict ``{(i, j): value}`` (symmetric unless ``directed=True``), a full
+``p x p`` matrix, or a scalar for every link; missing links are unshaped. Every rank builds the
+same shaper (same arguments) and keeps its own row; :meth:`LinkShaper.truth` returns the
+injected numbers for tests and benchmarks.
+
+**Ranks.** :class:`Slowdown` makes a rank ``factor`` times slower at whatever it computes inside
+``with slowdown:`` (it pads the block's wall time by ``(factor - 1) x`` its duration, spinning by
+default so the CPU is really held, like a slower core). :func:`spin_work` is calibrated synthetic
+work: ``units / rate`` seconds of busy CPU, so a rank's true speed is known exactly.
+
+Waiting uses :func:`hold`: sleep for the bulk of a long delay, spin the last fraction of a
+millisecond, which keeps precision without stealing a core from other ranks when they
+outnumber the cores.
+"""
+from __future__ import annotations
+
+import time
+from typing import Mapping
+
+import numpy as np
+
+__all__ = ["LinkShaper", "Slowdown", "hold", "spin", "spin_work"]
+
+#: below this, :func:`hold` only spins; above, it sleeps all but this much, then spins.
+SPIN_TAIL = 1e-3
+
+
+def spin(seconds: float) -> None:
+    """Busy-wait ``seconds`` (holds the CPU)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def hold(seconds: float) -> None:
+    """Wait ``seconds`` precisely: sleep the bulk (frees the CPU), spin the last ~1 ms."""
+    if seconds <= 0:
+        return
+    end = time.perf_counter() + seconds
+    if seconds > 2 * SPIN_TAIL:
+        time.sleep(seconds - SPIN_TAIL)
+    while time.perf_counter() < end:
+        pass
+
+
+def spin_work(units: float, rate: float = 1e6) -> float:
+    """Calibrated synthetic work: hold the CPU for ``units / rate`` seconds; returns that time.
+
+    A rank doing ``spin_work(n, rate=r)`` has a true speed of ``r`` units per second (times
+    ``1/factor`` inside a :class:`Slowdown`), which is what a speed forecaster should find.
+    """
+    seconds = units / rate
+    spin(seconds)
+    return seconds
+
+
+class Slowdown:
+    """Make the code inside ``with Slowdown(factor):`` take ``factor`` times as long.
+
+    ``busy=True`` (default) spins for the padding, like a slower CPU; ``busy=False`` sleeps
+    (like a rank that is preempted). ``factor`` must be >= 1; 1 is a no-op. ``padded`` sums the
+    seconds added so far.
+    """
+
+    def __init__(self, factor: float = 1.0, busy: bool = True):
+        if not factor >= 1.0:
+            raise ValueError(f"slowdown factor must be >= 1, got {factor!r}")
+        self.factor, self.busy = float(factor), busy
+        self.padded = 0.0
+        self._t0 = 0.0
+
+    def __enter__(self) -> "Slowdown":
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.factor == 1.0:
+            return
+        pad = (self.factor - 1.0) * (time.perf_counter() - self._t0)
+        (spin if self.busy else hold)(pad)
+        self.padded += pad
+
+    def run(self, fn, *args, **kwargs):
+        """Call ``fn(*args, **kwargs)`` slowed down; returns its result."""
+        with self:
+            return fn(*args, **kwargs)
+
+
+def _matrix(spec, size: int, default: float, directed: bool, name: str) -> np.ndarray:
+    m = np.full((size, size), default, dtype=float)
+    if spec is None:
+        return m
+    if np.isscalar(spec):
+        m[:] = float(spec)
+    elif isinstance(spec, Mapping):
+        for (i, j), v in spec.items():
+            if not (0 <= i < size and 0 <= j < size) or i == j:
+                raise ValueError(f"{name}: bad link ({i}, {j}) for {size} ranks")
+            m[i, j] = float(v)
+            if not directed:
+                m[j, i] = float(v)
+    else:
+        a = np.asarray(spec, dtype=float)
+        if a.shape != (size, size):
+            raise ValueError(f"{name}: expected a {size}x{size} matrix, got shape {a.shape}")
+        m[:] = a
+    np.fill_diagonal(m, default)
+    return m
+
+
+class LinkShaper:
+    """Added latency (seconds) and capped bandwidth (bytes/s) per link, seen from ``rank``.
+
+    ``LinkShaper(rank, size, latency={(0, 1): 2e-3}, bandwidth={(0, 1): 20e6})`` slows the
+    link 0-1 both ways to 2 ms + 20 MB/s. ``bandwidth`` entries of ``inf`` (the default) add no
+    per-byte cost. The object is the ``comm.shaper`` hook: ``delay(peer, nbytes)`` seconds.
+    ``sent`` counts shaped sends per peer; ``delayed`` sums the seconds added.
+    """
+
+    def __init__(self, rank: int, size: int, latency=None, bandwidth=None,
+                 directed: bool = False):
+        if not 0 <= rank < size:
+            raise ValueError(f"rank {rank} outside 0..{size - 1}")
+        self.rank, self.size = rank, size
+        self.latency = _matrix(latency, size, 0.0, directed, "latency")
+        self.bandwidth = _matrix(bandwidth, size, np.inf, directed, "bandwidth")
+        if (self.latency < 0).any() or (self.bandwidth <= 0).any():
+            raise ValueError("latency must be >= 0 and bandwidth > 0")
+        self._lat = self.latency[rank].copy()
+        self._inv_bw = 1.0 / self.bandwidth[rank]
+        self.sent = np.zeros(size, np.int64)
+        self.delayed = 0.0
+
+    @classmethod
+    def for_comm(cls, comm, **kwargs) -> "LinkShaper":
+        """Build the shaper for ``comm``'s rank and size and install it as ``comm.shaper``."""
+        shaper = cls(comm.rank if hasattr(comm, "rank") else comm.Get_rank(),
+                     comm.size if hasattr(comm, "size") else comm.Get_size(), **kwargs)
+        comm.shaper = shaper
+        return shaper
+
+    def delay(self, peer: int, nbytes: int) -> float:
+        """Seconds to hold a send of ``nbytes`` to ``peer`` (the ``comm.shaper`` hook)."""
+        d = self._lat[peer] + nbytes * self._inv_bw[peer]
+        if d > 0:
+            self.sent[peer] += 1
+            self.delayed += d
+        return d
+
+    def truth(self, i: int, j: int) -> tuple[float, float]:
+        """Injected ``(latency_s, bandwidth_Bps)`` of the link i -> j (mean of both
+        directions for a ping-pong: use :meth:`pingpong_truth`)."""
+        return float(self.latency[i, j]), float(self.bandwidth[i, j])
+
+    def pingpong_truth(self, i: int, j: int, nbytes: int) -> float:
+        """Injected one-way time of a ping-pong of ``nbytes`` between i and j (RTT / 2)."""
+        return 0.5 * (self.latency[i, j] + self.latency[j, i]
+                      + nbytes / self.bandwidth[i, j] + nbytes / self.bandwidth[j, i])
