@@ -1,0 +1,33 @@
+"""Tuned collectives over numpy buffers, with an auto-tuner.
+
+Dispatch (mpi4py uppercase signatures, communicator first, ``algorithm=`` to force one)::
+
+    from pyfw import coll
+    coll.allgather(comm, send, recv)            # picks per size from the tuned table
+    coll.gather(comm, send, recv, root=2, algorithm="binomial")
+    coll.alltoall(comm, send, recv); coll.bcast(comm, buf, root)
+    coll.allreduce(comm, send, recv, op); coll.reduce(comm, send, recv, op, root)
+    view = coll.allgather_view(comm, send)      # zero-copy SMP all-gather (read-only)
+
+``comm`` is an mpi4py Intracomm or a :class:`pyfw.comm.Comm`. Tune once per machine and
+process count: ``mpiexec -n N python -m pyfw.coll.tune``; without a table the dispatch uses
+native MPI (one notice line). Algorithms live in one module per family:
+:mod:`~pyfw.coll.gather`, :mod:`~pyfw.coll.allgather`, :mod:`~pyfw.coll.alltoall`,
+:mod:`~pyfw.coll.bcast`, :mod:`~pyfw.coll.reduce`, :mod:`~pyfw.coll.smp`.
+
+The pyfw algorithms' point-to-point traffic is not added to :class:`pyfw.comm.Comm` counters
+(native MPI collectives cannot be counted either); the link monitor measures links itself.
+"""
+from .dispatch import (ALGORITHMS, COLLECTIVES, Plan, allgather, allreduce, alltoall,  # noqa
+                       bcast, forget_plans, gather, plan, reduce)
+from .smp import SmpAllgather  # noqa: F401
+
+__all__ = ["allgather", "gather", "alltoall", "bcast", "allreduce", "reduce",
+           "allgather_view", "plan", "Plan", "forget_plans", "SmpAllgather", "ALGORITHMS",
+           "COLLECTIVES"]
+
+
+def allgather_view(comm, sendbuf):
+    """Zero-copy SMP-aware all-gather: a read-only ``(p, *sendbuf.shape)`` array on the
+    node's shared result, valid until this rank's second following call (collective)."""
+    return plan(comm)._smp_object("direct").view(sendbuf)

@@ -1,0 +1,262 @@
+"""Tuned dispatch: ``allgather(comm, sendbuf, recvbuf)`` and friends pick an algorithm per
+message-size bucket from the tuner's decision table, native MPI where it wins.
+
+The first call on a communicator is collective: it builds a :class:`Plan` (a private
+duplicate for the pyfw algorithms, the node layout, the decision table read by rank 0 and
+broadcast) and caches it by the communicator's handle. After that a call costs one dict
+lookup, one ``nbytes`` and one list index before the chosen function runs: the bucket of a
+message of n bytes is ``n.bit_length()`` (0 B, 1 B, 2–3 B, 4–7 B, ...).
+
+Every function takes mpi4py's uppercase signature with the communicator first, plus
+``algorithm=`` to force one (a name from :data:`ALGORITHMS`, ``"native"`` included).
+"""
+from __future__ import annotations
+
+import functools
+import sys
+
+from mpi4py import MPI
+
+from .algorithms import allgather as _ag, alltoall as _a2a, bcast as _bc, gather as _ga
+from .algorithms import reduce as _rd
+from ._util import raw
+
+__all__ = ["Plan", "plan", "allgather", "gather", "alltoall", "bcast", "allreduce", "reduce",
+           "ALGORITHMS", "COLLECTIVES", "forget_plans"]
+
+NBUCKETS = 65
+
+#: collective -> names of its algorithms ("native" first); "smp*" exist only for allgather
+ALGORITHMS = {
+    "allgather": ["native", *_ag.ALGORITHMS, "smp", "smp_bruck"],
+    "gather": ["native", *_ga.ALGORITHMS],
+    "alltoall": ["native", *_a2a.ALGORITHMS],
+    "bcast": ["native", *_bc.ALGORITHMS],
+    "allreduce": ["native", *_rd.ALLREDUCE],
+    "reduce": ["native", *_rd.REDUCE],
+}
+COLLECTIVES = tuple(ALGORITHMS)
+_NATIVE = {"allgather": "Allgather", "gather": "Gather", "alltoall": "Alltoall",
+           "bcast": "Bcast", "allreduce": "Allreduce", "reduce": "Reduce"}
+_FUNCS = {"allgather": _ag.ALGORITHMS, "gather": _ga.ALGORITHMS, "alltoall": _a2a.ALGORITHMS,
+          "bcast": _bc.ALGORITHMS, "allreduce": _rd.ALLREDUCE, "reduce": _rd.REDUCE}
+
+_PLANS: dict[int, "Plan"] = {}
+_NOTIFIED: set[str] = set()
+
+
+def _forget(comm, keyval, plan):  # MPI attribute delete callback: the comm is being freed
+    _PLANS.pop(getattr(plan, "handle", None), None)
+
+
+_KEYVAL = MPI.Comm.Create_keyval(delete_fn=_forget)
+
+
+class Plan:
+    """Per-communicator state of the dispatch (collective to build; use :func:`plan`).
+
+    ``plan.allgather[bucket]`` etc. are the chosen callables with mpi4py's signature;
+    ``plan.choice[coll][bucket]`` their names.
+    """
+
+    def __init__(self, comm, table: dict | None = None, notice: bool = True):
+        from . import tuner  # late import: the tuner imports this module
+        c = raw(comm)
+        self.comm = c
+        self.handle = c.handle
+        self.rank, self.size = c.Get_rank(), c.Get_size()
+        self.priv = c.Dup()  # private context for the point-to-point algorithms
+        self.layout = tuner.layout(c)
+        self._smp: dict[str, object] = {}
+        if table is None:
+            table, why = tuner.load_table(c, self.layout)
+            if why and notice and self.rank == 0 and why not in _NOTIFIED:
+                _NOTIFIED.add(why)
+                print(f"pyfw.coll: {why}; using native MPI", file=sys.stderr)
+        self.table = table
+        self.choice = tuner.decisions(table, self.size) if table else {}
+        for coll in COLLECTIVES:
+            names = self.choice.get(coll) or ["native"] * NBUCKETS
+            self.choice[coll] = names
+            setattr(self, coll, [self.algorithm(coll, n) for n in names])
+
+    def algorithm(self, coll: str, name: str):
+        """The callable for ``coll`` / ``name`` bound to this communicator."""
+        if name == "native":
+            return getattr(self.comm, _NATIVE[coll])
+        if coll == "allgather" and name in ("smp", "smp_bruck"):
+            return self.smp("bruck" if name == "smp_bruck" else "direct")
+        try:
+            fn = _FUNCS[coll][name]
+        except KeyError:
+            raise ValueError(f"unknown {coll} algorithm {name!r}; "
+                             f"known: {', '.join(ALGORITHMS[coll])}") from None
+        return functools.partial(fn, self.priv)
+
+    def smp(self, leader: str = "direct"):
+        """The (lazily built, collective) :class:`pyfw.coll.smp.SmpAllgather` of this plan."""
+        obj = self._smp.get(leader)
+        if obj is None:
+            def lazy(sendbuf, recvbuf):
+                return self._smp_object(leader)(sendbuf, recvbuf)
+            return lazy
+        return obj
+
+    def _smp_object(self, leader):
+        obj = self._smp.get(leader)
+        if obj is None:
+            from .smp import SmpAllgather
+            obj = self._smp[leader] = SmpAllgather(self.priv, leader=leader)
+        return obj
+
+    def free(self) -> None:
+        """Free the private communicators and windows (collective)."""
+        for obj in self._smp.values():
+            obj.free()
+        self._smp.clear()
+        if self.priv != MPI.COMM_NULL:
+            self.priv.Free()
+        _PLANS.pop(self.handle, None)
+
+
+def plan(comm, table: dict | None = None) -> Plan:
+    """The cached :class:`Plan` of ``comm`` (built on first use: collective)."""
+    c = raw(comm)
+    p = _PLANS.get(c.handle)
+    if p is None or table is not None:
+        if p is not None:
+            p.free()
+        p = Plan(c, table)
+        _PLANS[c.handle] = p
+        if c not in (MPI.COMM_WORLD, MPI.COMM_SELF):
+            try:
+                c.Set_attr(_KEYVAL, p)
+            except MPI.Exception:
+                pass
+    return p
+
+
+def forget_plans() -> None:
+    """Drop every cached plan (collective over each communicator); the next call rebuilds."""
+    for p in list(_PLANS.values()):
+        p.free()
+    _PLANS.clear()
+
+
+def _plan(comm) -> Plan:
+    try:
+        return _PLANS[comm.mpi.handle]
+    except (AttributeError, KeyError):
+        return plan(comm)
+
+
+def allgather(comm, sendbuf, recvbuf, algorithm: str | None = None) -> None:
+    """Tuned ``comm.Allgather(sendbuf, recvbuf)``; ``algorithm=`` forces one."""
+    try:
+        p = _PLANS[comm.handle]
+    except (AttributeError, KeyError):
+        p = _plan(comm)
+    if algorithm is None:
+        try:
+            n = sendbuf.nbytes
+        except AttributeError:
+            n = _nbytes(sendbuf, recvbuf, p.size)
+        return p.allgather[n.bit_length()](sendbuf, recvbuf)
+    return p.algorithm("allgather", algorithm)(sendbuf, recvbuf)
+
+
+def gather(comm, sendbuf, recvbuf, root: int = 0, algorithm: str | None = None) -> None:
+    """Tuned ``comm.Gather(sendbuf, recvbuf, root)``; ``algorithm=`` forces one."""
+    try:
+        p = _PLANS[comm.handle]
+    except (AttributeError, KeyError):
+        p = _plan(comm)
+    if algorithm is None:
+        try:
+            n = sendbuf.nbytes
+        except AttributeError:
+            n = _nbytes(sendbuf, recvbuf, p.size)
+        return p.gather[n.bit_length()](sendbuf, recvbuf, root)
+    return p.algorithm("gather", algorithm)(sendbuf, recvbuf, root)
+
+
+def alltoall(comm, sendbuf, recvbuf, algorithm: str | None = None) -> None:
+    """Tuned ``comm.Alltoall(sendbuf, recvbuf)`` (bucket = per-peer block); ``algorithm=``
+    forces one."""
+    try:
+        p = _PLANS[comm.handle]
+    except (AttributeError, KeyError):
+        p = _plan(comm)
+    if algorithm is None:
+        try:
+            n = sendbuf.nbytes // p.size
+        except AttributeError:
+            n = _nbytes(sendbuf, recvbuf, p.size)
+            if sendbuf is not MPI.IN_PLACE:
+                n //= p.size
+        return p.alltoall[n.bit_length()](sendbuf, recvbuf)
+    return p.algorithm("alltoall", algorithm)(sendbuf, recvbuf)
+
+
+def bcast(comm, buf, root: int = 0, algorithm: str | None = None) -> None:
+    """Tuned ``comm.Bcast(buf, root)``; ``algorithm=`` forces one."""
+    try:
+        p = _PLANS[comm.handle]
+    except (AttributeError, KeyError):
+        p = _plan(comm)
+    if algorithm is None:
+        try:
+            n = buf.nbytes
+        except AttributeError:
+            n = _nbytes(buf, None, 1)
+        return p.bcast[n.bit_length()](buf, root)
+    return p.algorithm("bcast", algorithm)(buf, root)
+
+
+def allreduce(comm, sendbuf, recvbuf, op=MPI.SUM, algorithm: str | None = None) -> None:
+    """Tuned ``comm.Allreduce(sendbuf, recvbuf, op)``; ``algorithm=`` forces one. The pyfw
+    algorithms serve predefined ops on numpy arrays; other ops always go native."""
+    try:
+        p = _PLANS[comm.handle]
+    except (AttributeError, KeyError):
+        p = _plan(comm)
+    if algorithm is None:
+        n = recvbuf.nbytes if hasattr(recvbuf, "nbytes") else _nbytes(recvbuf, None, 1)
+        fn = p.allreduce[n.bit_length()]
+        if fn.__class__ is functools.partial and not _predefined(op):
+            fn = p.comm.Allreduce
+        return fn(sendbuf, recvbuf, op)
+    return p.algorithm("allreduce", algorithm)(sendbuf, recvbuf, op)
+
+
+def reduce(comm, sendbuf, recvbuf, op=MPI.SUM, root: int = 0,
+           algorithm: str | None = None) -> None:
+    """Tuned ``comm.Reduce(sendbuf, recvbuf, op, root)``; ``algorithm=`` forces one (bucket =
+    the send buffer's size, ``recvbuf``'s at an IN_PLACE root)."""
+    try:
+        p = _PLANS[comm.handle]
+    except (AttributeError, KeyError):
+        p = _plan(comm)
+    if algorithm is None:
+        n = sendbuf.nbytes if hasattr(sendbuf, "nbytes") else _nbytes(sendbuf, recvbuf, 1)
+        fn = p.reduce[n.bit_length()]
+        if fn.__class__ is functools.partial and not _predefined(op):
+            fn = p.comm.Reduce
+        return fn(sendbuf, recvbuf, op, root)
+    return p.algorithm("reduce", algorithm)(sendbuf, recvbuf, op, root)
+
+
+def _predefined(op) -> bool:
+    try:
+        _rd.ufunc_of(op)
+        return True
+    except TypeError:
+        return False
+
+
+def _nbytes(sendbuf, recvbuf, p: int) -> int:
+    """Block size when ``sendbuf`` has no ``nbytes`` (IN_PLACE, bytes-like, buffer specs)."""
+    from ._util import nbytes
+    if sendbuf is MPI.IN_PLACE:
+        return nbytes(recvbuf) // p
+    return nbytes(sendbuf)

@@ -1,0 +1,10 @@
+"""Adaptive self-scheduling master-worker runtime.
+
+See :class:`Farm` (the pool), :class:`Task` (a unit of work), :class:`Context` (per-worker
+state and cancellation) and :mod:`pyfw.farm.policies` (chunking and pipelining).
+"""
+from .master import Farm, Round
+from .policies import POLICIES
+from .task import Context, Done, Task
+
+__all__ = ["Farm", "Round", "Task", "Context", "Done", "POLICIES"]

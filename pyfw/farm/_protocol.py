@@ -1,0 +1,29 @@
+"""Wire format of the master-worker runtime (private).
+
+All messages are pickled tuples sent through :class:`pyfw.comm.Comm` on the farm's own
+duplicated communicator; tags are fixed, identifiers ride in the payload.
+
+master -> worker, tag WORK:
+    (cid, rid, fn, ids, items)          a chunk: ``fn`` is None for Task items, else the
+                                        function applied to each item; ``ids`` a range or list
+master -> worker, tag CTRL:
+    ("cancel", rid)                     drop queued chunks of round rid, flag the running one
+    ("skip", [cid, ...])                drop (or stop) these chunks: their twins finished
+    ("ping", t)                         answer with ("pong", t)
+    ("stop", reason or None)            leave the serve loop (reason: the master's error)
+worker -> master, tag DONE:
+    (cid, rid, ids, values, errors, stats, status)
+        ids/values: the tasks completed, in order; errors: [(position, error_info), ...]
+        stats: (ntasks, sum_t, sum_t2, busy_s, idle_s, t_got, t_done) (worker clock)
+        status: "ok", "aborted" (cancelled part-way) or "dropped" (never started)
+worker -> master, tag CTRL:
+    ("hello", host, pid, setup_error)   once, after the setup function ran
+    ("pong", t)
+error_info = (exc_type_name, message, formatted_traceback, host, pickled_exception_or_None)
+"""
+
+WORK = 11
+CTRL = 12
+DONE = 13
+
+OK, ABORTED, DROPPED = "ok", "aborted", "dropped"

@@ -1,0 +1,695 @@
+"""The master's dispatch engine (private): rounds, chunks in flight, failures, stragglers.
+
+One thread drives everything (no MPI_THREAD_MULTIPLE needed): :meth:`Engine.step` drains
+every waiting message, re-dispatches what was lost, hands out new chunks to workers that
+need them, and sleeps with a capped backoff when nothing happened, so an idle master does
+not burn the core it shares with a worker.
+
+Exactly-once delivery: every round tracks which task ids are done; a result for a task that
+is already done (from a duplicate sent to beat a straggler, or a re-dispatch after a worker
+died) is dropped. Tasks are re-dispatched when their worker dies (ULFM), when they exceed
+the per-task timeout, or at the end of a round to an idle worker (rDLB-style tail
+duplication); a task lost ``max_attempts`` times is quarantined.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import pickle
+import time
+from collections import deque
+
+from ..comm import Backoff, Comm
+from ..errors import (FarmBroken, PeerFailure, RemoteTraceback, TaskError, TaskQuarantined,
+                      TaskSerializationError)
+from . import _protocol as P
+from .policies import Pipeline, Policy, WorkerStats
+from .task import Context, Task
+
+__all__ = ["Engine", "SerialEngine", "RoundState", "make_task_error"]
+
+
+def make_task_error(index, rank, info, attempts=1, cls=TaskError) -> TaskError:
+    """A TaskError from a worker's error_info tuple, with the remote traceback as cause."""
+    exc_type, message, text, host, blob = info
+    original = None
+    if blob is not None:
+        try:
+            original = pickle.loads(blob)
+        except Exception:
+            original = None
+    err = cls(index, rank, host, exc_type, message, original, attempts)
+    err.__cause__ = RemoteTraceback(text)
+    return err
+
+
+class _Done:
+    """Tracks finished task ids with memory proportional to the out-of-order ones only."""
+
+    __slots__ = ("low", "high")
+
+    def __init__(self):
+        self.low = 0        # every id < low is done
+        self.high = set()   # done ids >= low
+
+    def __contains__(self, tid: int) -> bool:
+        return tid < self.low or tid in self.high
+
+    def add(self, tid: int) -> None:
+        if tid == self.low:
+            self.low += 1
+            high = self.high
+            while self.low in high:
+                high.discard(self.low)
+                self.low += 1
+        elif tid > self.low:
+            self.high.add(tid)
+
+
+class RoundState:
+    """One wave of tasks: its source, what is pending, done, and what to hand back."""
+
+    LOOKAHEAD = 1024
+
+    def __init__(self, rid, source, fn, star, total, policy: Policy, name, window=None,
+                 skip=None):
+        self.rid, self.fn, self.star, self.total = rid, fn, star, total
+        self.name = name
+        self.source = iter(source)
+        self.policy = policy
+        self.next_tid = 0
+        self.exhausted = False
+        self.ahead: deque = deque()      # (tid, item) read from the source, not yet sent
+        self.retry: deque = deque()      # (tid, item) to send again first
+        self.done = _Done()
+        self.ndone = 0
+        self.outputs: deque = deque()    # records: (ids, values, errors{pos: TaskError}, rank)
+        self.cancelled = False
+        self.failed: BaseException | None = None
+        self.attempts: dict[int, int] = {}
+        self.window = window             # ordered delivery: dispatch only tid < base + window
+        self.window_base = 0
+        self.skip = skip or {}           # tid -> value already known (journal)
+        self.wire_fn = None if fn is None else (fn, star)
+        self.started = time.perf_counter()
+
+    # ---------------------------------------------------------------- task supply
+    def _fill(self, want: int) -> None:
+        ahead = self.ahead
+        while len(ahead) < want and not self.exhausted:
+            try:
+                item = next(self.source)
+            except StopIteration:
+                self.exhausted = True
+                if self.total is None:
+                    self.total = self.next_tid
+                break
+            tid = self.next_tid
+            self.next_tid += 1
+            if tid in self.skip:
+                self.deliver([tid], [self.skip.pop(tid)], None, -1)
+                continue
+            ahead.append((tid, item))
+
+    def remaining(self) -> int:
+        """Tasks not yet handed out (exact when the total is known, else read-ahead)."""
+        self._fill(self.LOOKAHEAD)
+        return len(self.ahead) + len(self.retry)
+
+    def has_pending(self) -> bool:
+        if self.cancelled or self.failed is not None:
+            return False
+        if self.retry:
+            return True
+        self._fill(1)
+        if not self.ahead:
+            return False
+        if self.window is not None and self.ahead[0][0] >= self.window_base + self.window:
+            return False
+        return True
+
+    def take(self, k: int) -> tuple[list, list]:
+        ids, items = [], []
+        retry = self.retry
+        while retry and len(ids) < k:
+            tid, item = retry.popleft()
+            if tid not in self.done:
+                ids.append(tid)
+                items.append(item)
+        if len(ids) < k:
+            self._fill(k - len(ids))
+            ahead = self.ahead
+            limit = None if self.window is None else self.window_base + self.window
+            while ahead and len(ids) < k:
+                if limit is not None and ahead[0][0] >= limit:
+                    break
+                tid, item = ahead.popleft()
+                ids.append(tid)
+                items.append(item)
+        return ids, items
+
+    @property
+    def finished(self) -> bool:
+        if self.cancelled or self.failed is not None:
+            return True
+        return self.exhausted and not self.ahead and not self.retry and \
+            self.total is not None and self.ndone >= self.total
+
+    # ---------------------------------------------------------------- results
+    def deliver(self, ids, values, errors, rank) -> None:
+        """Record results (dropping duplicates) and queue them for the consumer."""
+        done = self.done
+        if len(ids) == 1 or all(t not in done for t in ids):
+            fresh_ids, fresh_vals, fresh_errs = ids, values, errors
+            if len(ids) == 1 and ids[0] in done:
+                return
+            for t in ids:
+                done.add(t)
+        else:
+            fresh_ids, fresh_vals, fresh_errs = [], [], {} if errors else None
+            for pos, t in enumerate(ids):
+                if t in done:
+                    continue
+                done.add(t)
+                if errors and pos in errors:
+                    fresh_errs[len(fresh_ids)] = errors[pos]
+                fresh_ids.append(t)
+                fresh_vals.append(values[pos])
+            if not fresh_ids:
+                return
+        self.ndone += len(fresh_ids)
+        self.outputs.append((fresh_ids, fresh_vals, fresh_errs or None, rank))
+
+
+class _Chunk:
+    __slots__ = ("cid", "rnd", "ids", "items", "rank", "t_sent", "t_head", "est", "twin",
+                 "stolen")
+
+    def __init__(self, cid, rnd, ids, items, rank, now, est):
+        self.cid, self.rnd, self.ids, self.items, self.rank = cid, rnd, ids, items, rank
+        self.t_sent = self.t_head = now
+        self.est = est
+        self.twin = None
+        self.stolen = False
+
+
+class _Worker:
+    __slots__ = ("rank", "host", "pid", "alive", "inflight", "stats", "hello", "bytes_in",
+                 "lost")
+
+    def __init__(self, rank):
+        self.rank = rank
+        self.host, self.pid = "?", None
+        self.alive = True
+        self.hello = False
+        self.inflight: deque[_Chunk] = deque()
+        self.stats = WorkerStats(rank)
+        self.lost = 0
+
+
+class Engine:
+    """Master side of the farm over ``comm`` (ranks other than ``master`` are workers)."""
+
+    def __init__(self, comm: Comm, master: int = 0, pipeline: Pipeline | None = None,
+                 task_timeout: float | None = None, max_attempts: int = 3, retries: int = 0,
+                 tail_duplication: bool = True):
+        self.comm, self.master = comm, master
+        self.workers = {r: _Worker(r) for r in range(comm.size) if r != master}
+        self.pipeline = pipeline or Pipeline()
+        self.task_timeout = task_timeout
+        self.max_attempts = max(1, int(max_attempts))
+        self.retries = max(0, int(retries))
+        self.tail_duplication = tail_duplication
+        self.rounds: dict[int, RoundState] = {}
+        self._rid = itertools.count()
+        self._cid = itertools.count()
+        self.chunks: dict[int, _Chunk] = {}
+        self.backoff = Backoff()
+        self.broken: BaseException | None = None
+        self.setup_error = None
+        self.quarantined: list[TaskQuarantined] = []
+        self.duplicates = 0
+        self.started = time.perf_counter()
+        self.idle_master = 0.0
+        for r in self.workers:
+            comm.isend(("ping", time.perf_counter()), r, P.CTRL)
+
+    # ---------------------------------------------------------------- public
+    def alive_workers(self) -> list[_Worker]:
+        return [w for w in self.workers.values() if w.alive]
+
+    def start_round(self, source, fn=None, star=False, total=None, policy: Policy = None,
+                    name=None, window=None, skip=None) -> RoundState:
+        self._check_broken()
+        rid = next(self._rid)
+        rnd = RoundState(rid, source, fn, star, total, policy, name or f"round-{rid}",
+                         window, skip)
+        policy.start(total, max(1, len(self.alive_workers())))
+        self.rounds[rid] = rnd
+        return rnd
+
+    def end_round(self, rnd: RoundState) -> None:
+        self.rounds.pop(rnd.rid, None)
+
+    def cancel_round(self, rnd: RoundState, wait: bool = True, timeout: float = 30.0) -> None:
+        """Drop pending tasks and stop running ones; with ``wait``, until workers are idle."""
+        rnd.cancelled = True
+        rnd.ahead.clear()
+        rnd.retry.clear()
+        for w in self.alive_workers():
+            if any(c.rnd is rnd for c in w.inflight):
+                self.comm.isend(("cancel", rnd.rid), w.rank, P.CTRL)
+        if wait:
+            deadline = time.monotonic() + timeout
+            while any(c.rnd is rnd for c in self.chunks.values()):
+                if time.monotonic() > deadline:
+                    break  # a task that ignores ctx.cancelled(); its result will be dropped
+                self.step()
+
+    def step(self) -> bool:
+        """One turn of the dispatch loop; returns True if anything happened."""
+        self._check_broken()
+        progressed = self._drain()
+        if self.task_timeout is not None:
+            self._check_timeouts()
+        if self._dispatch():
+            progressed = True
+        if progressed:
+            self.backoff.reset()
+        else:
+            self.comm.progress()
+            t0 = time.perf_counter()
+            self.backoff.sleep()
+            self.idle_master += time.perf_counter() - t0
+        return progressed
+
+    def shutdown(self, reason: str | None = None) -> None:
+        """Tell every live worker to leave its serve loop (``reason``: the master's error)."""
+        for w in self.alive_workers():
+            try:
+                self.comm.isend(("stop", reason), w.rank, P.CTRL)
+            except PeerFailure:
+                pass
+        try:
+            self.comm.flush(timeout=10.0, raise_on_timeout=False)
+        except PeerFailure:
+            pass
+
+    # ---------------------------------------------------------------- messages
+    def _drain(self) -> bool:
+        comm = self.comm
+        progressed = False
+        while True:
+            try:
+                got = comm.poll()
+            except PeerFailure as exc:
+                self._lost(exc.ranks)
+                progressed = True
+                continue
+            if got is None:
+                return progressed
+            progressed = True
+            msg, src, tag = got
+            if tag == P.DONE:
+                self._on_done(msg, src)
+            elif tag == P.CTRL:
+                self._on_ctrl(msg, src)
+
+    def _on_ctrl(self, msg, src) -> None:
+        kind = msg[0]
+        w = self.workers.get(src)
+        if w is None:
+            return
+        if kind == "hello":
+            _, w.host, w.pid, setup_error = msg
+            w.hello = True
+            if setup_error is not None and self.setup_error is None:
+                self.setup_error = make_task_error("setup", src, setup_error)
+                self.broken = FarmBroken(
+                    f"the worker setup function failed on rank {src} ({w.host}): "
+                    f"{setup_error[0]}: {setup_error[1]}")
+                self.broken.__cause__ = self.setup_error
+        elif kind == "pong":
+            self.pipeline.observe_rtt(time.perf_counter() - msg[1])
+
+    def _on_done(self, msg, src) -> None:
+        cid, rid, ids, values, errors, stats, status = msg
+        chunk = self.chunks.pop(cid, None)
+        w = self.workers[src]
+        now = time.perf_counter()
+        if chunk is not None:
+            try:
+                w.inflight.remove(chunk)
+            except ValueError:
+                pass
+            if w.inflight and w.inflight[0].t_head == math.inf:
+                w.inflight[0].t_head = now  # it started when the one before it finished
+        if stats is not None:
+            n, sum_t, sum_t2, busy, idle, t_got, t_done = stats
+            w.stats.record(n, sum_t, sum_t2, busy, idle)
+            if chunk is not None:
+                # round trip minus the worker's own time holding the chunk: network + polling
+                self.pipeline.observe_rtt((now - chunk.t_sent) - (t_done - t_got))
+            self.pipeline.observe(now, busy, len(self.workers))
+        rnd = self.rounds.get(rid)
+        if rnd is None or rnd.cancelled:
+            return
+        reported = len(ids)
+        if errors:
+            ids, values, errs = self._sort_errors(rnd, chunk, src, ids, values, errors)
+        else:
+            errs = None
+        if ids:
+            rnd.deliver(ids, values, errs, src)
+        if chunk is None:
+            return
+        twin = chunk.twin
+        if twin is not None and status == P.OK and twin.cid in self.chunks:
+            self.comm.isend(("skip", [twin.cid]), twin.rank, P.CTRL)
+        if status != P.OK or reported < len(chunk.ids):
+            self._reconcile(chunk)
+
+    def _sort_errors(self, rnd, chunk, src, ids, values, errors):
+        """Split failed tasks into retries (requeued) and errors to report."""
+        failed = dict(errors)
+        out_ids, out_vals, errs = [], [], {}
+        for pos, tid in enumerate(ids):
+            info = failed.get(pos)
+            if info is not None:
+                tries = rnd.attempts.get(tid, 0) + 1
+                rnd.attempts[tid] = tries
+                if tries <= self.retries and chunk is not None:
+                    rnd.retry.append((tid, chunk.items[pos]))
+                    continue
+                errs[len(out_ids)] = make_task_error(tid, src, info, tries)
+            out_ids.append(tid)
+            out_vals.append(values[pos])
+        return out_ids, out_vals, errs or None
+
+    def _reconcile(self, chunk: _Chunk) -> None:
+        """Requeue tasks of a finished chunk that are neither done nor covered by a twin."""
+        rnd = chunk.rnd
+        if rnd.cancelled or rnd.rid not in self.rounds:
+            return
+        twin = chunk.twin
+        covered = twin is not None and twin.cid in self.chunks and self.workers[twin.rank].alive
+        if covered:
+            return
+        for tid, item in zip(chunk.ids, chunk.items):
+            if tid not in rnd.done:
+                rnd.retry.appendleft((tid, item))
+
+    # ---------------------------------------------------------------- failures
+    def _lost(self, ranks) -> None:
+        """Workers died: requeue their unfinished tasks (quarantine repeat offenders)."""
+        for r in ranks:
+            w = self.workers.get(r)
+            if w is None or not w.alive:
+                if r == self.master:
+                    raise FarmBroken("the master's own rank was reported failed")
+                continue
+            w.alive = False
+            self.comm.cancel_sends_to(r)
+            lost = list(w.inflight)
+            w.inflight.clear()
+            for chunk in lost:
+                self.chunks.pop(chunk.cid, None)
+                self._count_loss(chunk)
+                self._reconcile(chunk)
+        if not self.alive_workers():
+            self.broken = FarmBroken(f"every worker has failed (last: rank(s) {list(ranks)}); "
+                                     f"pending tasks cannot run")
+
+    def _count_loss(self, chunk: _Chunk) -> None:
+        """One more attempt used by each unfinished task of ``chunk``; quarantine at the limit."""
+        rnd = chunk.rnd
+        if rnd.cancelled:
+            return
+        for pos, tid in enumerate(chunk.ids):
+            if tid in rnd.done:
+                continue
+            tries = rnd.attempts.get(tid, 0) + 1
+            rnd.attempts[tid] = tries
+            if tries >= self.max_attempts:
+                err = TaskQuarantined(tid, chunk.rank, self.workers[chunk.rank].host,
+                                      "Quarantined", f"lost {tries} time(s) (its worker died "
+                                      f"or it timed out); set aside", None, tries)
+                self.quarantined.append(err)
+                rnd.deliver([tid], [None], {0: err}, chunk.rank)
+
+    def _check_timeouts(self) -> None:
+        now = time.perf_counter()
+        for w in self.alive_workers():
+            if not w.inflight:
+                continue
+            head = w.inflight[0]
+            if head.twin is not None or head.rnd.cancelled:
+                continue
+            if now - head.t_head > self.task_timeout * len(head.ids):
+                self._count_loss(head)
+                pending = [(t, it) for t, it in zip(head.ids, head.items)
+                           if t not in head.rnd.done]
+                if not pending:
+                    continue
+                target = self._least_loaded(exclude=w.rank)
+                if target is None:
+                    continue
+                twin = self._send(target, head.rnd, [t for t, _ in pending],
+                                  [it for _, it in pending], now)
+                if twin is not None:
+                    head.twin, twin.twin = twin, head
+                    self.duplicates += 1
+
+    def _least_loaded(self, exclude: int):
+        best = None
+        for w in self.alive_workers():
+            if w.rank == exclude:
+                continue
+            if best is None or len(w.inflight) < len(best.inflight):
+                best = w
+        return best
+
+    # ---------------------------------------------------------------- dispatch
+    def _outstanding(self, w: _Worker, now: float) -> float:
+        mean = w.stats.mean_recent
+        if mean is None or not w.inflight:
+            return 0.0
+        head = w.inflight[0]
+        left = max(0.0, head.t_head + len(head.ids) * mean - now)
+        return left + sum(len(c.ids) for c in itertools.islice(w.inflight, 1, None)) * mean
+
+    def _dispatch(self) -> bool:
+        active = [r for r in self.rounds.values() if r.has_pending()]
+        sent = False
+        now = time.perf_counter()
+        pipeline = self.pipeline
+        workers = sorted(self.alive_workers(), key=lambda w: len(w.inflight))
+        if not active:
+            if self.tail_duplication and any(not w.inflight for w in workers):
+                sent = self._duplicate_tail(workers, now)
+            return sent
+        stats = [w.stats for w in workers]
+        lead = pipeline.lead()
+        for w in workers:
+            while True:
+                n = len(w.inflight)
+                if n:
+                    mean = w.stats.mean_recent
+                    chunk_time = None if mean is None else mean * len(w.inflight[-1].ids)
+                    if n >= pipeline.depth(chunk_time):
+                        break
+                    if mean is not None and self._outstanding(w, now) >= lead:
+                        break
+                rnd = next((r for r in active if r.has_pending()), None)
+                if rnd is None:
+                    return sent
+                k = rnd.policy.chunk(w.stats, max(1, rnd.remaining()), stats)
+                ids, items = rnd.take(max(1, int(k)))
+                if not ids:
+                    break
+                if self._send(w, rnd, ids, items, now) is None:
+                    break
+                sent = True
+        return sent
+
+    def _send(self, w: _Worker, rnd: RoundState, ids, items, now) -> _Chunk | None:
+        cid = next(self._cid)
+        wire_ids = range(ids[0], ids[-1] + 1) if ids[-1] - ids[0] == len(ids) - 1 else ids
+        msg = (cid, rnd.rid, rnd.wire_fn, wire_ids, items)
+        try:
+            data = Comm.dumps(msg)
+        except Exception as exc:
+            self._unpicklable(rnd, ids, items, exc)
+        mean = w.stats.mean_recent
+        chunk = _Chunk(cid, rnd, ids, items, w.rank, now,
+                       None if mean is None else mean * len(ids))
+        if w.inflight:
+            chunk.t_head = math.inf  # becomes the head when the one before it comes back
+        try:
+            self.comm.isend_bytes(data, w.rank, P.WORK)
+        except PeerFailure as exc:
+            rnd.retry.extendleft(reversed(list(zip(ids, items))))
+            self._lost(exc.ranks)
+            return None
+        if not w.inflight:
+            chunk.t_head = now
+        w.inflight.append(chunk)
+        self.chunks[cid] = chunk
+        return chunk
+
+    def _unpicklable(self, rnd, ids, items, exc):
+        if rnd.wire_fn is not None:
+            try:
+                pickle.dumps(rnd.wire_fn)
+            except Exception as fexc:
+                raise TaskSerializationError(
+                    f"the function {getattr(rnd.fn, '__qualname__', rnd.fn)!r} of "
+                    f"{rnd.name} cannot be pickled (use a module-level function, not a "
+                    f"lambda or closure): {fexc}") from fexc
+        for tid, item in zip(ids, items):
+            try:
+                pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as iexc:
+                what = "task" if isinstance(item, Task) else "item"
+                raise TaskSerializationError(
+                    f"{what} {tid} of {rnd.name} ({type(item).__name__}) cannot be "
+                    f"pickled: {iexc}") from iexc
+        raise TaskSerializationError(f"a chunk of {rnd.name} cannot be pickled: {exc}") from exc
+
+    def _duplicate_tail(self, workers, now) -> bool:
+        """rDLB: give an idle worker a copy of the work most likely to finish last."""
+        idle = [w for w in workers if not w.inflight]
+        sent = False
+        for w in idle:
+            best, best_left = None, 0.0
+            for other in workers:
+                if other is w or not other.inflight:
+                    continue
+                mean = other.stats.mean_recent or 0.0
+                t = now
+                for pos, c in enumerate(other.inflight):
+                    start = c.t_head if pos == 0 else t
+                    end = (start if start != math.inf else now) + len(c.ids) * mean
+                    t = end
+                    if c.twin is not None or c.rnd.cancelled:
+                        continue
+                    left = end - now
+                    # a copy pays if it would finish here sooner than it finishes there
+                    mine = (w.stats.mean_recent or mean) * len(c.ids)
+                    if left > mine and left > best_left:
+                        best, best_left = c, left
+            if best is None:
+                continue
+            pending = [(t, it) for t, it in zip(best.ids, best.items) if t not in best.rnd.done]
+            if not pending:
+                continue
+            twin = self._send(w, best.rnd, [t for t, _ in pending], [it for _, it in pending],
+                              now)
+            if twin is not None:
+                best.twin, twin.twin = twin, best
+                self.duplicates += 1
+                sent = True
+        return sent
+
+    def _check_broken(self) -> None:
+        if self.broken is not None:
+            raise self.broken
+
+    # ---------------------------------------------------------------- reporting
+    def worker_summary(self) -> list[dict]:
+        traffic = self.comm.traffic()
+        out = []
+        for r, w in sorted(self.workers.items()):
+            s = w.stats
+            out.append({"rank": r, "host": w.host, "alive": w.alive, "tasks": s.tasks,
+                        "chunks": s.chunks, "busy_s": round(s.busy, 6),
+                        "idle_s": round(s.idle, 6),
+                        "mean_task_s": None if s.mean is None else round(s.mean, 9),
+                        "bytes_to": traffic["sent_bytes"][r],
+                        "bytes_from": traffic["recv_bytes"][r],
+                        "msgs_to": traffic["sent_msgs"][r],
+                        "msgs_from": traffic["recv_msgs"][r]})
+        return out
+
+
+class SerialEngine:
+    """The same interface with no workers: tasks run in this process, one per step."""
+
+    def __init__(self, comm: Comm | None = None, setup=None, setup_args=(), retries=0, **_):
+        self.comm = comm
+        self.rounds: dict[int, RoundState] = {}
+        self._rid = itertools.count()
+        self.ctx = Context(0, 1, comm.host if comm else "localhost", check=self._cancelled)
+        self.current: RoundState | None = None
+        self.stats = WorkerStats(0)
+        self.retries = max(0, int(retries))
+        self.quarantined: list = []
+        self.duplicates = 0
+        self.broken = None
+        self.setup_error = None
+        self.started = time.perf_counter()
+        self.idle_master = 0.0
+        self.pipeline = None
+        if setup is not None:
+            setup(self.ctx, *setup_args)
+
+    def _cancelled(self) -> bool:
+        return self.current is not None and self.current.cancelled
+
+    def start_round(self, source, fn=None, star=False, total=None, policy=None, name=None,
+                    window=None, skip=None) -> RoundState:
+        rid = next(self._rid)
+        rnd = RoundState(rid, source, fn, star, total, policy, name or f"round-{rid}",
+                         None, skip)
+        self.rounds[rid] = rnd
+        return rnd
+
+    def end_round(self, rnd) -> None:
+        self.rounds.pop(rnd.rid, None)
+
+    def cancel_round(self, rnd, wait=True, timeout=30.0) -> None:
+        rnd.cancelled = True
+        rnd.ahead.clear()
+        rnd.retry.clear()
+
+    def step(self) -> bool:
+        from .worker import error_info
+        rnd = next((r for r in self.rounds.values() if r.has_pending()), None)
+        if rnd is None:
+            return False
+        (tid,), (item,) = rnd.take(1)
+        self.current = rnd
+        self.ctx._begin()
+        t0 = time.perf_counter()
+        err = None
+        try:
+            if rnd.fn is None:
+                value = item.run(self.ctx)
+            elif rnd.star:
+                value = rnd.fn(*item)
+            else:
+                value = rnd.fn(item)
+        except Exception as exc:
+            value = None
+            tries = rnd.attempts.get(tid, 0) + 1
+            if tries <= self.retries:
+                rnd.attempts[tid] = tries
+                rnd.retry.append((tid, item))
+                return True
+            err = {0: make_task_error(tid, 0, error_info(exc, 0, 1, self.ctx.host), tries)}
+        dt = time.perf_counter() - t0
+        self.current = None
+        self.stats.record(1, dt, dt * dt, dt, 0.0)
+        if not rnd.cancelled:
+            rnd.deliver([tid], [value], err, 0)
+        return True
+
+    def shutdown(self, reason=None) -> None:
+        pass
+
+    def worker_summary(self) -> list[dict]:
+        s = self.stats
+        return [{"rank": 0, "host": self.ctx.host, "alive": True, "tasks": s.tasks,
+                 "chunks": s.chunks, "busy_s": round(s.busy, 6), "idle_s": 0.0,
+                 "mean_task_s": None if s.mean is None else round(s.mean, 9),
+                 "bytes_to": 0, "bytes_from": 0, "msgs_to": 0, "msgs_from": 0}]

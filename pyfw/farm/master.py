@@ -1,0 +1,341 @@
+"""The user-facing master-worker API: :class:`Farm` and :class:`Round`."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+from ..comm import Comm
+from ..errors import ConfigurationError, FarmBroken, TaskError
+from .engine import Engine, RoundState, SerialEngine
+from .journal import Journal
+from .policies import Pipeline, make_policy
+from .progress import Progress, format_summary
+from .task import Done, Task
+from .worker import serve
+
+__all__ = ["Farm", "Round"]
+
+_ON_ERROR = ("raise", "collect")
+
+
+class Farm:
+    """An adaptive self-scheduling master-worker pool over an MPI communicator.
+
+    Every rank constructs the farm with the same arguments (they are validated on every
+    rank before any message is sent); the ``master`` rank (0) hands out work, the others
+    serve inside ``with`` until the master leaves it::
+
+        with Farm(comm) as farm:
+            if farm.is_master:
+                for result in farm.map(tasks): ...
+
+    With a single process (no mpiexec) the master runs the tasks itself: same interface,
+    same results.
+
+    Parameters
+    ----------
+    comm: mpi4py communicator or :class:`pyfw.comm.Comm` (default ``COMM_WORLD``); the farm
+        works on a private duplicate.
+    policy: chunking policy name (``adaptive`` default, ``static``, ``ss``, ``gss``, ``tss``,
+        ``fac2``, ``awf``, ``af``) or a policy object; ``map(chunksize=k)`` forces k.
+    setup: ``setup(ctx, *setup_args)`` runs once on every worker before its first task (load
+        tables into ``ctx.state``); if it raises, the farm is broken and says where.
+    task_timeout: seconds a task may run before a copy is sent to another worker (the first
+        result wins); ``None`` disables it.
+    max_attempts: a task lost this many times (worker death or timeout) is quarantined and
+        reported as :class:`pyfw.TaskQuarantined`.
+    retries: how many times a task that raised is run again before its error is reported.
+    on_error: ``"raise"`` (the first task error cancels the round and is raised by the
+        iterator) or ``"collect"`` (errors are yielded in place of results).
+    pipeline_depth: force this many chunks in flight per worker (default: automatic).
+    journal: path of an HDF5 result journal; finished tasks are recorded, and a restarted
+        job skips them (their results are read back from the journal).
+    progress: show a progress bar on the master (default: when stderr is a terminal).
+    summary: print the per-worker summary when the farm closes.
+    """
+
+    def __init__(self, comm=None, *, policy="adaptive", master: int = 0,
+                 setup: Callable | None = None, setup_args: tuple = (),
+                 task_timeout: float | None = None, max_attempts: int = 3, retries: int = 0,
+                 on_error: str = "raise", pipeline_depth: int | None = None,
+                 max_depth: int = 32, journal: str | None = None, progress: bool | None = None,
+                 summary: bool = False, tail_duplication: bool = True):
+        base = comm if isinstance(comm, Comm) else Comm(comm)
+        # validate identically on every rank before the first message
+        self.policy = make_policy(policy)
+        if on_error not in _ON_ERROR:
+            raise ConfigurationError(f"on_error must be one of {_ON_ERROR}, got {on_error!r}")
+        if not 0 <= master < base.size:
+            raise ConfigurationError(f"master rank {master} is not in a communicator of "
+                                     f"size {base.size}")
+        if task_timeout is not None and not task_timeout > 0:
+            raise ConfigurationError(f"task_timeout must be > 0 seconds, got {task_timeout}")
+        if setup is not None and not callable(setup):
+            raise ConfigurationError(f"setup must be callable, got {type(setup).__name__}")
+        pipeline = Pipeline(max_depth=max_depth, fixed=pipeline_depth)
+        self.comm = base.dup() if base.size > 1 else base
+        self.master = master
+        self.rank = self.comm.rank
+        self.size = self.comm.size
+        self.is_master = self.rank == master
+        self.on_error = on_error
+        self._setup, self._setup_args = setup, setup_args
+        self._closed = False
+        self._progress_flag = progress
+        self._summary = summary
+        self._journal_path = journal
+        self.journal = None
+        self.engine = None
+        if not self.is_master:
+            return
+        if self.size == 1:
+            self.engine = SerialEngine(self.comm, setup=setup, setup_args=setup_args,
+                                       retries=retries)
+        else:
+            self.engine = Engine(self.comm, master, pipeline, task_timeout=task_timeout,
+                                 max_attempts=max_attempts, retries=retries,
+                                 tail_duplication=tail_duplication)
+        if journal is not None:
+            self.journal = Journal(journal)
+
+    # ---------------------------------------------------------------- lifetime
+    def __enter__(self) -> "Farm":
+        if not self.is_master:
+            reason = serve(self.comm, self.master, self._setup, self._setup_args)
+            self._closed = True
+            if reason is not None:
+                raise FarmBroken(f"rank {self.rank}: the farm stopped because the master "
+                                 f"failed: {reason}")
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.is_master:
+            reason = None
+            if exc is not None:
+                reason = f"{exc_type.__name__}: {exc}"
+            self.close(reason)
+
+    def close(self, reason: str | None = None) -> None:
+        """Release the workers (they leave their ``with`` block). Idempotent."""
+        if self._closed or not self.is_master:
+            return
+        self._closed = True
+        try:
+            self.engine.shutdown(reason)
+        finally:
+            if self.journal is not None:
+                self.journal.close()
+            if self._summary:
+                print(format_summary(self.stats()), file=sys.stderr, flush=True)
+
+    @property
+    def num_workers(self) -> int:
+        """Workers currently alive (1 in serial mode: the master itself)."""
+        if self.size == 1:
+            return 1
+        if self.engine is None:
+            return self.size - 1
+        return len(self.engine.alive_workers())
+
+    # ---------------------------------------------------------------- work
+    def round(self, tasks_or_fn, *iterables, name: str | None = None, policy=None,
+              chunksize: int | None = None) -> "Round":
+        """Start one wave of tasks; iterate the returned :class:`Round` for :class:`Done`
+        items in completion order, or call ``cancel()`` to stop it."""
+        return Round(self, self._start(tasks_or_fn, iterables, name, policy, chunksize, None))
+
+    def map(self, tasks_or_fn, *iterables, unordered: bool = False,
+            chunksize: int | None = None, name: str | None = None, policy=None,
+            window: int | None = None) -> Iterator:
+        """Run tasks and yield their results.
+
+        ``map(tasks)`` runs Task objects; ``map(fn, xs[, ys...])`` applies a picklable function
+        (several iterables are zipped, as in the builtin ``map``). Results come in task order;
+        with ``unordered=True`` they come as ``(index, result)`` pairs as soon as they arrive.
+        In ordered mode at most ``window`` results (default 65536) wait for an earlier one,
+        which bounds the master's memory on huge or lazy task streams.
+        """
+        self._require_master("map")
+        if not unordered:
+            window = window or 65536
+        rnd = self._start(tasks_or_fn, iterables, name, policy, chunksize,
+                          None if unordered else window)
+        return self._ordered(rnd) if not unordered else self._unordered(rnd)
+
+    def starmap(self, fn, iterable, **kwargs) -> Iterator:
+        """``fn(*args)`` for each ``args`` tuple of ``iterable``."""
+        self._require_master("starmap")
+        rnd = self._start(fn, (iterable,), kwargs.pop("name", None), kwargs.pop("policy", None),
+                          kwargs.pop("chunksize", None),
+                          None if kwargs.get("unordered") else 65536, star=True)
+        return self._unordered(rnd) if kwargs.get("unordered") else self._ordered(rnd)
+
+    def cancel_pending(self) -> None:
+        """Cancel every active round (pending and running tasks)."""
+        self._require_master("cancel_pending")
+        for rnd in list(self.engine.rounds.values()):
+            self.engine.cancel_round(rnd)
+
+    # ---------------------------------------------------------------- reporting
+    def stats(self) -> dict:
+        """End-of-run summary: per-worker tasks, busy/idle seconds, bytes, plus run totals."""
+        self._require_master("stats", open_only=False)
+        eng = self.engine
+        workers = eng.worker_summary()
+        elapsed = time.perf_counter() - eng.started
+        out = {"elapsed_s": round(elapsed, 6), "ranks": self.size,
+               "workers": workers, "tasks": sum(w["tasks"] for w in workers),
+               "duplicates": eng.duplicates,
+               "quarantined": [str(q) for q in eng.quarantined],
+               "master_idle_s": round(eng.idle_master, 6)}
+        if eng.pipeline is not None:
+            p = eng.pipeline
+            out["pipeline"] = {"rtt_s": p.rtt, "factor": p.factor, "settled": p.settled,
+                               "history": p.history}
+        return out
+
+    def write_stats(self, path: str) -> None:
+        """Write :meth:`stats` as JSON."""
+        with open(path, "w") as fh:
+            json.dump(self.stats(), fh, indent=1)
+
+    # ---------------------------------------------------------------- internals
+    def _require_master(self, what: str, open_only: bool = True) -> None:
+        if not self.is_master:
+            raise RuntimeError(f"Farm.{what}() called on worker rank {self.rank}: guard master "
+                               f"code with `if farm.is_master:`")
+        if open_only and self._closed:
+            raise FarmBroken("the farm is closed")
+
+    def _start(self, tasks_or_fn, iterables, name, policy, chunksize, window,
+               star=False) -> RoundState:
+        self._require_master("round")
+        if iterables:
+            fn = tasks_or_fn
+            if not callable(fn):
+                raise TypeError(f"map(fn, items): fn must be callable, got "
+                                f"{type(fn).__name__}")
+            if len(iterables) == 1:
+                source = iterables[0]
+            else:
+                source, star = zip(*iterables), True
+            lens = [len(it) for it in iterables if hasattr(it, "__len__")]
+            total = min(lens) if len(lens) == len(iterables) else None
+        else:
+            fn = None
+            if callable(tasks_or_fn) and not isinstance(tasks_or_fn, Task):
+                raise TypeError("map(fn) needs the items too: farm.map(fn, items)")
+            try:
+                total = len(tasks_or_fn)
+            except TypeError:
+                total = None
+            source = _checked_tasks(tasks_or_fn)
+        pol = make_policy(policy if policy is not None else self.policy, chunksize)
+        rname = name
+        skip = None
+        if self.journal is not None:
+            rname = name or f"round-{self.journal.next_round()}"
+            skip = self.journal.completed(rname)
+        return self.engine.start_round(source, fn, star, total, pol, rname, window, skip)
+
+    def _records(self, rnd: RoundState):
+        """Result records of ``rnd`` as they arrive; cancels the round if abandoned."""
+        engine = self.engine
+        progress = Progress(rnd.name, rnd.total, self._progress_flag)
+        journal = self.journal
+        try:
+            while True:
+                outputs = rnd.outputs
+                while outputs:
+                    rec = outputs.popleft()
+                    if journal is not None:
+                        journal.record(rnd.name, rec)
+                    progress.update(len(rec[0]))
+                    if rec[2] and self.on_error == "raise":
+                        pos = min(rec[2])
+                        raise rec[2][pos]
+                    yield rec
+                if rnd.finished:
+                    break
+                engine.step()
+        finally:
+            progress.close()
+            if not rnd.finished and not rnd.cancelled:
+                engine.cancel_round(rnd)
+            engine.end_round(rnd)
+            if journal is not None:
+                journal.flush()
+
+    def _ordered(self, rnd: RoundState):
+        pending: dict[int, Any] = {}
+        nxt = 0
+        for ids, values, errors, _ in self._records(rnd):
+            if errors:
+                values = list(values)
+                for pos, err in errors.items():
+                    values[pos] = err
+            if ids[0] == nxt and not pending and ids[-1] - nxt == len(ids) - 1:
+                yield from values  # the usual case: the next consecutive block
+                nxt += len(values)
+            else:
+                pending.update(zip(ids, values))
+                while nxt in pending:
+                    yield pending.pop(nxt)
+                    nxt += 1
+            rnd.window_base = nxt
+
+    def _unordered(self, rnd: RoundState):
+        for ids, values, errors, _ in self._records(rnd):
+            if errors:
+                values = list(values)
+                for pos, err in errors.items():
+                    values[pos] = err
+            yield from zip(ids, values)
+
+
+class Round:
+    """One wave of tasks in flight. Iterate it for :class:`Done` items (completion order)."""
+
+    def __init__(self, farm: Farm, state: RoundState):
+        self.farm, self.state = farm, state
+        self._records = farm._records(state)
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state.cancelled
+
+    def __iter__(self) -> Iterator[Done]:
+        for ids, values, errors, rank in self._records:
+            if errors is None:
+                for tid, v in zip(ids, values):
+                    yield Done(tid, v, None, rank)
+            else:  # with on_error="raise" the records iterator has raised already
+                for pos, (tid, v) in enumerate(zip(ids, values)):
+                    err = errors.get(pos)
+                    yield Done(tid, v, err, rank, 1 if err is None else err.attempts)
+
+    def results(self) -> list:
+        """All results in task order (errors in place of results with on_error='collect')."""
+        out = {}
+        for d in self:
+            out[d.index] = d.error if d.error is not None else d.result
+        return [out[i] for i in sorted(out)]
+
+    def cancel(self, wait: bool = True) -> None:
+        """Cancel pending and running tasks; with ``wait``, return once workers are idle."""
+        self.farm.engine.cancel_round(self.state, wait=wait)
+        self._records.close()
+
+
+def _checked_tasks(tasks: Iterable) -> Iterator:
+    for i, t in enumerate(tasks):
+        if not isinstance(t, Task):
+            raise TypeError(f"item {i} is a {type(t).__name__}, not a pyfw.Task: subclass "
+                            f"pyfw.Task, or pass a function: farm.map(fn, items)")
+        yield t

@@ -1,0 +1,326 @@
+"""How many tasks to hand a worker at once (chunking) and how many chunks to keep in flight.
+
+Chunk-size policies follow the dynamic loop scheduling literature (notation: N tasks, P
+workers, R tasks not yet handed out, mu_p / sigma_p the measured mean / standard deviation of
+a task's time on worker p):
+
+========== ==================================================================================
+static     one chunk of ceil(N/P) per worker
+ss         pure self-scheduling: 1 task per chunk
+gss        guided (Polychronopoulos & Kuck 1987): ceil(R/P)
+tss        trapezoid (Tzen & Ni 1993): linear decrease from F=ceil(N/2P) to 1
+fac2       factoring with x=2 (Hummel et al. 1992): batches of P chunks of ceil(R_j/2P)
+awf        adaptive weighted factoring, AWF-C (Banicescu et al. 2003): w_p * ceil(R/2P),
+           weights from measured per-worker rates (recent chunks weigh more), updated per chunk
+af         adaptive factoring (Banicescu & Liu 2000): from mu_p and sigma_p,
+           K_p = (D + 2TR - sqrt(D^2 + 4DTR)) / (2 mu_p), D = sum sigma^2/mu, T = 1/sum(1/mu)
+adaptive   the default: AWF-C weights for balance, plus a floor so a chunk lasts at least
+           ``target_chunk_time`` (amortises the per-message cost of tiny tasks), no more than
+           R/(2P) weighted (keeps the end of a round balanced)
+fixed      a chunk size given by the user (``chunksize=k``), as in mpi4py.futures
+========== ==================================================================================
+
+When the number of tasks is unknown (a lazy stream), R is the number of tasks read ahead.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+from ..errors import ConfigurationError
+
+__all__ = ["WorkerStats", "make_policy", "POLICIES", "Pipeline"]
+
+
+class WorkerStats:
+    """What the master knows about one worker's speed (updated from every chunk's stats)."""
+
+    __slots__ = ("rank", "tasks", "chunks", "busy", "idle", "sum_t", "sum_t2",
+                 "awf_num", "awf_den", "awf_k", "mean_recent")
+
+    def __init__(self, rank: int):
+        self.rank = rank
+        self.tasks = self.chunks = 0
+        self.busy = self.idle = 0.0
+        self.sum_t = self.sum_t2 = 0.0
+        self.awf_num = self.awf_den = 0.0
+        self.awf_k = 0
+        self.mean_recent = None  # exponentially smoothed time per task
+
+    def record(self, n: int, sum_t: float, sum_t2: float, busy: float, idle: float) -> None:
+        if n <= 0:
+            return
+        self.tasks += n
+        self.chunks += 1
+        self.busy += busy
+        self.idle += idle
+        self.sum_t += sum_t
+        self.sum_t2 += sum_t2
+        # AWF: chunk k weighs k, so the estimate follows a worker whose speed changes
+        self.awf_k += 1
+        self.awf_num += self.awf_k * busy
+        self.awf_den += self.awf_k * n
+        per_task = busy / n
+        self.mean_recent = per_task if self.mean_recent is None else (
+            0.7 * self.mean_recent + 0.3 * per_task)
+
+    @property
+    def measured(self) -> bool:
+        return self.tasks > 0
+
+    @property
+    def mean(self) -> float | None:
+        """Mean time per task (chunk wall time / tasks, so per-task overhead counts)."""
+        if not self.tasks:
+            return None
+        return max(self.busy / self.tasks, 1e-9)
+
+    @property
+    def std(self) -> float:
+        if self.tasks < 2:
+            return 0.0
+        m = self.sum_t / self.tasks
+        return math.sqrt(max(self.sum_t2 / self.tasks - m * m, 0.0))
+
+    @property
+    def awf_time(self) -> float | None:
+        """AWF's pi_p: recency-weighted time per task."""
+        if self.awf_den <= 0:
+            return None
+        return max(self.awf_num / self.awf_den, 1e-9)
+
+
+def _weights(me: WorkerStats, workers: list[WorkerStats]) -> float:
+    """AWF weight of ``me``: P * (1/pi_me) / sum_q (1/pi_q); 1 until everyone is measured."""
+    times = [w.awf_time for w in workers]
+    mine = me.awf_time
+    if mine is None or any(t is None for t in times):
+        return 1.0
+    inv = sum(1.0 / t for t in times)
+    return len(workers) * (1.0 / mine) / inv
+
+
+class Policy:
+    name = "?"
+
+    def start(self, total: int | None, nworkers: int) -> None:
+        self.total, self.P = total, max(nworkers, 1)
+        self.count = 0
+
+    def chunk(self, w: WorkerStats, remaining: int, workers: list[WorkerStats]) -> int:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<policy {self.name}>"
+
+
+class Static(Policy):
+    name = "static"
+
+    def chunk(self, w, remaining, workers):
+        n = self.total if self.total is not None else remaining
+        return max(1, math.ceil(n / self.P))
+
+
+class SelfScheduling(Policy):
+    name = "ss"
+
+    def chunk(self, w, remaining, workers):
+        return 1
+
+
+class Fixed(Policy):
+    name = "fixed"
+
+    def __init__(self, size: int):
+        if int(size) < 1:
+            raise ConfigurationError(f"chunksize must be >= 1, got {size}")
+        self.size = int(size)
+
+    def chunk(self, w, remaining, workers):
+        return self.size
+
+
+class Guided(Policy):
+    name = "gss"
+
+    def chunk(self, w, remaining, workers):
+        return max(1, math.ceil(remaining / self.P))
+
+
+class Trapezoid(Policy):
+    name = "tss"
+
+    def start(self, total, nworkers):
+        super().start(total, nworkers)
+        n = total if total is not None else 0
+        self.first = max(1, math.ceil(n / (2 * self.P))) if n else None
+        self.last = 1
+        if self.first:
+            c = max(2, math.ceil(2 * n / (self.first + self.last)))
+            self.delta = (self.first - self.last) / (c - 1)
+
+    def chunk(self, w, remaining, workers):
+        if self.first is None:  # unknown N: fall back to guided on what is read ahead
+            return max(1, math.ceil(remaining / (2 * self.P)))
+        k = self.first - self.count * self.delta
+        self.count += 1
+        return max(self.last, int(round(k)))
+
+
+class Factoring2(Policy):
+    name = "fac2"
+
+    def start(self, total, nworkers):
+        super().start(total, nworkers)
+        self.batch_left = 0
+        self.batch_size = 1
+
+    def chunk(self, w, remaining, workers):
+        if self.batch_left == 0:
+            self.batch_size = max(1, math.ceil(remaining / (2 * self.P)))
+            self.batch_left = self.P
+        self.batch_left -= 1
+        return self.batch_size
+
+
+class AdaptiveWeightedFactoring(Policy):
+    name = "awf"
+
+    def chunk(self, w, remaining, workers):
+        return max(1, math.ceil(_weights(w, workers) * remaining / (2 * self.P)))
+
+
+class AdaptiveFactoring(Policy):
+    name = "af"
+
+    def chunk(self, w, remaining, workers):
+        measured = [x for x in workers if x.measured]
+        if not w.measured or not measured:
+            return 1  # probe: one task tells us this worker's mu and sigma
+        d = sum(x.std ** 2 / x.mean for x in measured)
+        t = 1.0 / sum(1.0 / x.mean for x in measured)
+        r = remaining
+        k = (d + 2 * t * r - math.sqrt(d * d + 4 * d * t * r)) / (2 * w.mean)
+        upper = max(1, math.ceil((self.total or remaining) / (2 * self.P)))
+        return int(min(max(1, math.ceil(k)), upper))
+
+
+class Adaptive(Policy):
+    """The default: weighted factoring with an overhead floor (see the module docstring)."""
+
+    name = "adaptive"
+
+    def __init__(self, target_chunk_time: float = 2e-3, max_chunk: int = 100_000):
+        self.target = target_chunk_time
+        self.max_chunk = max_chunk
+
+    def chunk(self, w, remaining, workers):
+        fac = max(1, math.ceil(_weights(w, workers) * remaining / (2 * self.P)))
+        mean = w.mean_recent
+        if mean is None:
+            return 1  # first chunk on this worker: measure before committing more
+        floor = max(1, math.ceil(self.target / mean))
+        return int(min(max(fac, floor), self.max_chunk))
+
+
+POLICIES = {cls.name: cls for cls in (Static, SelfScheduling, Guided, Trapezoid, Factoring2,
+                                      AdaptiveWeightedFactoring, AdaptiveFactoring, Adaptive)}
+
+
+def make_policy(policy, chunksize: int | None = None) -> Policy:
+    """A fresh policy object from a name (see POLICIES), an instance (copied), or a fixed
+    ``chunksize``."""
+    if chunksize is not None:
+        return Fixed(chunksize)
+    if isinstance(policy, Policy):
+        return copy.copy(policy)  # policies keep per-round state
+    if not isinstance(policy, str) or policy.lower() not in POLICIES:
+        raise ConfigurationError(
+            f"unknown scheduling policy {policy!r}; choose one of "
+            f"{', '.join(sorted(POLICIES))} (or pass chunksize=k)")
+    return POLICIES[policy.lower()]()
+
+
+class Pipeline:
+    """How many chunks to keep in flight per worker, and when to send the next one.
+
+    The count follows the pipelined-transfer rule: with ``BDP = rate * (RTT + t_chunk)``
+    (the work a worker gets through while one chunk travels there and back), keep
+    ``ceil(BDP / size)`` chunks outstanding, i.e. ``ceil(BDP/size) - 1`` queued behind the
+    running one, so the worker never waits for the network. A queued chunk is sent only
+    when the worker's outstanding work falls below the lead time ``factor * (RTT + margin)``
+    (the "request when 15 % of the chunk remains" rule of DLS libraries), so prefetching
+    never hands out work long before it is needed and decreasing chunk sizes keep their
+    balancing effect. ``factor`` starts at 1 and is doubled while the measured utilisation of
+    the workers (compute seconds per wall second) still improves by more than ``gain``
+    (5 %); the first doubling that does not pay is reverted and the depth settles. The count
+    never exceeds ``max_depth``.
+    """
+
+    def __init__(self, max_depth: int = 32, fixed: int | None = None, gain: float = 0.05,
+                 window: float = 0.25, margin: float = 1e-3):
+        if fixed is not None and fixed < 1:
+            raise ConfigurationError(f"pipeline depth must be >= 1, got {fixed}")
+        if max_depth < 1:
+            raise ConfigurationError(f"max_depth must be >= 1, got {max_depth}")
+        self.max_depth, self.fixed, self.gain = max_depth, fixed, gain
+        self.window, self.margin = window, margin
+        self.rtt = None          # smallest recent round-trip overhead (s)
+        self._rtt_samples: list[float] = []
+        self.factor = 1
+        self.settled = fixed is not None
+        self._prev = None
+        self._w_start = None
+        self._w_busy = 0.0
+        self._w_chunks = 0
+        self.history: list[tuple[int, float]] = []  # (factor, utilisation) per window
+
+    def observe_rtt(self, sample: float) -> None:
+        if sample <= 0:
+            return
+        self._rtt_samples.append(sample)
+        if len(self._rtt_samples) > 64:
+            self._rtt_samples.pop(0)
+        self.rtt = min(self._rtt_samples)
+
+    def depth(self, chunk_time: float | None) -> int:
+        """Chunks allowed in flight on a worker whose chunks take ``chunk_time`` seconds."""
+        if self.fixed is not None:
+            return self.fixed
+        if self.rtt is None or not chunk_time:
+            base = 2
+        else:
+            base = max(2, math.ceil((self.rtt + chunk_time) / chunk_time))
+        return max(1, min(self.max_depth, base * self.factor))
+
+    def lead(self) -> float:
+        """Send the next chunk when the worker has less than this much work left (s)."""
+        if self.fixed is not None:
+            return math.inf
+        return self.factor * ((self.rtt or 0.0) + self.margin)
+
+    def observe(self, now: float, busy: float, nworkers: int) -> None:
+        """Feed the compute seconds a finished chunk reported; adjusts the doubling factor."""
+        if self.settled:
+            return
+        if self._w_start is None:
+            self._w_start = now
+            return
+        self._w_busy += busy
+        self._w_chunks += 1
+        span = now - self._w_start
+        if span < self.window or self._w_chunks < 4 * nworkers:
+            return
+        util = self._w_busy / (span * max(nworkers, 1))
+        self.history.append((self.factor, round(util, 4)))
+        self._w_start, self._w_busy, self._w_chunks = now, 0.0, 0
+        if self._prev is None or util > self._prev * (1 + self.gain):
+            self._prev = util
+            if self.factor * 2 <= self.max_depth:
+                self.factor *= 2
+            else:
+                self.settled = True
+        else:
+            self.factor = max(1, self.factor // 2)
+            self.settled = True

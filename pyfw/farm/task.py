@@ -1,0 +1,85 @@
+"""What users write: :class:`Task` subclasses (or plain functions), run with a :class:`Context`."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+__all__ = ["Task", "Context", "Done"]
+
+
+class Task:
+    """A unit of work, pickled on the master and run on a worker.
+
+    Subclass it and implement :meth:`run`. Keep instances small (they travel by pickle);
+    put large read-only state in the worker context with :meth:`Context.resource`.
+    """
+
+    def run(self, ctx: "Context") -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} must implement run(self, ctx)")
+
+
+class Context:
+    """Per-worker state handed to every task that worker runs.
+
+    * ``rank``, ``size``, ``host``: where the task runs.
+    * ``state``: a dict that lives as long as the worker (filled by ``setup`` or by tasks).
+    * :meth:`resource`: load something once per worker process and reuse it (a big table).
+    * :meth:`cancelled`: cooperative cancellation; long tasks should call it between slices
+      of work and return early when it is True (their result is then discarded).
+    """
+
+    def __init__(self, rank: int = 0, size: int = 1, host: str = "localhost",
+                 check: Callable[[], bool] | None = None):
+        self.rank, self.size, self.host = rank, size, host
+        self.state: dict[str, Any] = {}
+        self._resources: dict[str, Any] = {}
+        self._check = check
+        self._cancelled = False
+        self._next_check = 0.0
+
+    def resource(self, name: str, loader: Callable[..., Any], *args, **kwargs) -> Any:
+        """``loader(*args, **kwargs)`` the first time ``name`` is asked for on this worker;
+        the cached object afterwards."""
+        try:
+            return self._resources[name]
+        except KeyError:
+            value = self._resources[name] = loader(*args, **kwargs)
+            return value
+
+    def cancelled(self) -> bool:
+        """True once the running task's round (or its duplicate) has been cancelled.
+
+        Cheap enough to call often: the runtime looks for a cancel message at most once
+        per millisecond.
+        """
+        if self._cancelled:
+            return True
+        if self._check is not None:
+            now = time.perf_counter()
+            if now >= self._next_check:
+                self._next_check = now + 1e-3
+                self._cancelled = self._check()
+        return self._cancelled
+
+    def _begin(self) -> None:
+        self._cancelled = False
+        self._next_check = 0.0
+
+
+class Done:
+    """One finished task of a round: ``index``, ``result`` or ``error``, the worker ``rank``
+    that produced it and the number of ``attempts`` it took."""
+
+    __slots__ = ("index", "result", "error", "rank", "attempts")
+
+    def __init__(self, index, result=None, error=None, rank=0, attempts=1):
+        self.index, self.result, self.error, self.rank, self.attempts = (
+            index, result, error, rank, attempts)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def __repr__(self) -> str:
+        what = f"error={self.error!r}" if self.error is not None else f"result={self.result!r}"
+        return f"Done(index={self.index}, {what}, rank={self.rank})"

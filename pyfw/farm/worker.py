@@ -1,0 +1,207 @@
+"""The worker side of the farm: receive chunks, run them, send results back (private).
+
+A worker keeps a queue of chunks (the master pipelines several), runs them in order, and
+answers every chunk with exactly one DONE message, so the master's in-flight accounting is
+exact even when chunks are dropped or cancelled. It looks for control messages between
+chunks and, at most once per millisecond, between tasks (via ``Context.cancelled``). When it
+has nothing to do it sleeps with a capped backoff instead of spinning.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import time
+import traceback
+from collections import deque
+
+from ..comm import Backoff, Comm
+from ..errors import PeerFailure, TaskSerializationError
+from . import _protocol as P
+from .task import Context
+
+__all__ = ["serve", "error_info"]
+
+
+def error_info(exc: BaseException, rank: int, size: int, host: str) -> tuple:
+    """The picklable description of an exception raised on this rank."""
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = f"\n### Worker rank {rank} of {size} on {host} (pid {os.getpid()})\n{tb}"
+    try:
+        blob = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(blob)
+    except Exception:
+        blob = None
+    return (type(exc).__name__, str(exc), text, host, blob)
+
+
+class _Worker:
+    def __init__(self, comm: Comm, master: int):
+        self.comm, self.master = comm, master
+        self.queue: deque = deque()
+        self.cancelled_rounds: set[int] = set()
+        self.skipped: set[int] = set()
+        self.current: tuple[int, int] | None = None  # (cid, rid) of the running chunk
+        self.stop_reason = None
+        self.stopping = False
+        self.idle = 0.0
+        self.ctx = Context(comm.rank, comm.size, comm.host, check=self._current_cancelled)
+
+    # -------------------------------------------------------------- messages
+    def drain(self) -> None:
+        """Handle every message already waiting from the master."""
+        comm = self.comm
+        while True:
+            got = comm.poll(self.master)
+            if got is None:
+                return
+            msg, _, tag = got
+            if tag == P.WORK:
+                self.queue.append((msg, time.perf_counter()))
+            else:
+                self.control(msg)
+
+    def control(self, msg) -> None:
+        kind = msg[0]
+        if kind == "cancel":
+            self.cancelled_rounds.add(msg[1])
+            self.drop(lambda chunk: chunk[1] == msg[1])
+        elif kind == "skip":
+            cids = set(msg[1])
+            self.skipped |= cids
+            self.drop(lambda chunk: chunk[0] in cids)
+        elif kind == "ping":
+            self.comm.isend(("pong", msg[1]), self.master, P.CTRL)
+        elif kind == "stop":
+            self.stopping, self.stop_reason = True, msg[1]
+
+    def drop(self, match) -> None:
+        keep = deque()
+        for chunk, t_got in self.queue:
+            if match(chunk):
+                self.reply(chunk[0], chunk[1], [], [], [], None, P.DROPPED)
+            else:
+                keep.append((chunk, t_got))
+        self.queue = keep
+
+    def _current_cancelled(self) -> bool:
+        try:
+            self.drain()
+        except PeerFailure:
+            self.stopping, self.stop_reason = True, "the master failed"
+        cur = self.current
+        return cur is not None and (cur[0] in self.skipped or cur[1] in self.cancelled_rounds
+                                    or self.stopping)
+
+    def reply(self, cid, rid, ids, values, errors, stats, status) -> None:
+        msg = (cid, rid, ids, values, errors, stats, status)
+        try:
+            data = Comm.dumps(msg)
+        except Exception:
+            values, errors = self._picklable(ids, values, errors)
+            data = Comm.dumps((cid, rid, ids, values, errors, stats, status))
+        self.comm.isend_bytes(data, self.master, P.DONE)
+
+    def _picklable(self, ids, values, errors):
+        """Replace results that cannot be pickled by a TaskSerializationError."""
+        errors = list(errors)
+        failed_positions = {pos for pos, _ in errors}
+        values = list(values)
+        for pos, value in enumerate(values):
+            if pos in failed_positions:
+                continue
+            try:
+                pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                err = TaskSerializationError(
+                    f"the result of task {ids[pos]} cannot be pickled "
+                    f"({type(value).__name__}): {exc}")
+                errors.append((pos, error_info(err, self.comm.rank, self.comm.size,
+                                               self.comm.host)))
+                values[pos] = None
+        return values, errors
+
+    # -------------------------------------------------------------- running
+    def run_chunk(self, chunk, t_got: float) -> None:
+        cid, rid, fn, ids, items = chunk
+        if rid in self.cancelled_rounds or cid in self.skipped:
+            self.reply(cid, rid, [], [], [], None, P.DROPPED)
+            return
+        ctx = self.ctx
+        ctx._begin()
+        self.current = (cid, rid)
+        done_ids, values, errors = [], [], []
+        n, s, s2 = 0, 0.0, 0.0
+        status = P.OK
+        clock = time.perf_counter
+        t_start = clock()
+        if fn is not None:
+            func, star = fn
+        for tid, item in zip(ids, items):
+            if ctx.cancelled():
+                status = P.ABORTED
+                break
+            t0 = clock()
+            try:
+                if fn is None:
+                    value = item.run(ctx)
+                elif star:
+                    value = func(*item)
+                else:
+                    value = func(item)
+            except Exception as exc:
+                errors.append((len(values), error_info(exc, self.comm.rank, self.comm.size,
+                                                       self.comm.host)))
+                value = None
+            dt = clock() - t0
+            n += 1
+            s += dt
+            s2 += dt * dt
+            done_ids.append(tid)
+            values.append(value)
+        if status == P.OK and ctx._cancelled:  # cancelled during the last task
+            status = P.ABORTED
+        t_done = clock()
+        stats = (n, s, s2, t_done - t_start, self.idle, t_got, t_done)
+        self.idle = 0.0
+        self.current = None
+        self.skipped.discard(cid)
+        self.reply(cid, rid, done_ids, values, errors, stats, status)
+
+    def loop(self) -> None:
+        backoff = Backoff()
+        comm = self.comm
+        clock = time.perf_counter
+        while not self.stopping:
+            self.drain()
+            if self.stopping:
+                break
+            if self.queue:
+                backoff.reset()
+                chunk, t_got = self.queue.popleft()
+                self.run_chunk(chunk, t_got)
+            else:
+                comm.progress()
+                t0 = clock()
+                backoff.sleep()
+                self.idle += clock() - t0
+
+
+def serve(comm: Comm, master: int = 0, setup=None, setup_args=()) -> str | None:
+    """Serve the master until it says stop. Returns the master's error text, if any."""
+    w = _Worker(comm, master)
+    setup_error = None
+    if setup is not None:
+        try:
+            setup(w.ctx, *setup_args)
+        except Exception as exc:
+            setup_error = error_info(exc, comm.rank, comm.size, comm.host)
+    comm.isend(("hello", comm.host, os.getpid(), setup_error), master, P.CTRL)
+    try:
+        w.loop()
+    except PeerFailure:
+        return "the master rank failed"
+    finally:
+        comm.flush(timeout=10.0, raise_on_timeout=False)
+        sys.stdout.flush()
+    return w.stop_reason
