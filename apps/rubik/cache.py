@@ -1,0 +1,129 @@
+"""On-disk cache of pruning tables: versioned, checksummed, memory-mapped.
+
+Each table is two files in the cache directory: ``<name>.bin`` (raw bytes) and
+``<name>.json`` (format, table version, build parameters, size, BLAKE2b digest). A table
+whose metadata does not match what the caller asks for (stale) or whose bytes do not
+match the digest (corrupt, truncated) is rebuilt. Writes go to a temporary file renamed
+into place under an exclusive lock, so concurrent processes on a node build a table once
+and then all map the same file (the OS page cache shares it between them).
+
+The directory is ``cache_dir`` if given, else ``$PYFW_RUBIK_CACHE``, else
+``~/.cache/pyfw/rubik``.
+"""
+import fcntl
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+FORMAT = 1
+
+
+def cache_dir(path=None):
+    """The cache directory (created if missing)."""
+    d = path or os.environ.get("PYFW_RUBIK_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "pyfw", "rubik")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def digest(buf):
+    """Hex BLAKE2b digest of a bytes-like object or array."""
+    h = hashlib.blake2b(digest_size=20)
+    mv = memoryview(np.ascontiguousarray(buf)).cast("B")
+    step = 1 << 26
+    for i in range(0, len(mv), step):
+        h.update(mv[i:i + step])
+    return h.hexdigest()
+
+
+class Progress:
+    """A one-line progress bar on stderr (silent when ``enabled`` is false)."""
+
+    def __init__(self, label, total, enabled=True, stream=None):
+        self.label, self.total, self.enabled = label, max(total, 1), enabled
+        self.stream = stream or sys.stderr
+        self.t0 = time.perf_counter()
+        self.done = 0
+
+    def update(self, done, note=""):
+        self.done = done
+        if not self.enabled:
+            return
+        frac = min(done / self.total, 1.0)
+        bar = "#" * int(30 * frac)
+        self.stream.write(f"\r{self.label}: [{bar:<30}] {100 * frac:5.1f}% "
+                          f"{time.perf_counter() - self.t0:6.1f}s {note}   ")
+        self.stream.flush()
+
+    def close(self, note="done"):
+        if self.enabled:
+            self.update(self.total, note)
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _meta_ok(meta, want):
+    return all(meta.get(k) == v for k, v in want.items())
+
+
+def _read(path, want, verify):
+    """The memory-mapped table, or None if missing, stale or corrupt."""
+    jpath, bpath = path + ".json", path + ".bin"
+    try:
+        with open(jpath) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return None, "missing"
+    if not _meta_ok(meta, want):
+        return None, "stale"
+    try:
+        if os.path.getsize(bpath) != meta["nbytes"]:
+            return None, "corrupt (size)"
+    except OSError:
+        return None, "missing"
+    arr = np.memmap(bpath, dtype=np.uint8, mode="r")
+    if verify and digest(arr) != meta["blake2b"]:
+        return None, "corrupt (checksum)"
+    return arr, "ok"
+
+
+def load_or_build(name, version, params, build, directory=None, progress=True, verify=True,
+                  log=None):
+    """A read-only memory-mapped uint8 table, built by ``build(progress)`` if needed.
+
+    ``version`` and ``params`` (a JSON-able dict) identify the content: a cached file with
+    other values is stale and rebuilt. ``build`` must return a 1-D uint8 array.
+    Returns ``(array, status)`` where status is ``"cached"`` or ``"built (<reason>)"``.
+    """
+    d = cache_dir(directory)
+    path = os.path.join(d, name)
+    want = {"format": FORMAT, "name": name, "version": version, "params": params}
+    arr, why = _read(path, want, verify)
+    if arr is not None:
+        return arr, "cached"
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            arr, why2 = _read(path, want, verify)  # another process may have built it
+            if arr is not None:
+                return arr, "cached"
+            if log:
+                log(f"table {name}: {why}, building")
+            data = np.ascontiguousarray(build(progress), dtype=np.uint8).ravel()
+            meta = dict(want, nbytes=int(data.nbytes), blake2b=digest(data),
+                        created=time.strftime("%Y-%m-%dT%H:%M:%S"))
+            tmp = f"{path}.bin.tmp{os.getpid()}"
+            data.tofile(tmp)
+            os.replace(tmp, path + ".bin")
+            tmp = f"{path}.json.tmp{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump(meta, f, indent=1)
+            os.replace(tmp, path + ".json")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    arr, _ = _read(path, want, verify=False)
+    return arr, f"built ({why})"

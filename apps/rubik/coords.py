@@ -1,0 +1,312 @@
+"""Coordinates (integer encodings of parts of a cube) and their move tables.
+
+Every coordinate here is 0 for... not necessarily solved: use the ``*_SOLVED`` constants.
+
+=================  ==================  ========================================
+coordinate         range               encodes
+=================  ==================  ========================================
+corner perm  cp    8! = 40,320          Lehmer rank of the corner permutation
+twist              3^7 = 2,187          base-3 digits of co[0..6]
+flip               2^11 = 2,048         base-2 digits of eo[0..10]
+slice              C(12,4) = 495        the positions of the 4 UD-slice edges
+edges6 (ranked)    12P6 = 665,280       ordered positions of 6 tracked edges
+=================  ==================  ========================================
+
+The tables ``T[coord, move]`` give the coordinate after the move. They are built by
+the private numba kernels below from the cubie move definitions of :mod:`.cube`.
+"""
+import numpy as np
+from numba import njit
+
+from .cube import MOVE_CUBES, N_MOVES
+
+N_CP, N_TWIST, N_FLIP, N_SLICE, N_E6 = 40320, 2187, 2048, 495, 665280
+EDGES_A = (0, 1, 2, 3, 4, 5)      # UR UF UL UB DR DF
+EDGES_B = (6, 7, 8, 9, 10, 11)    # DL DB FR FL BL BR
+
+
+def move_arrays():
+    """(cp, co, ep, eo) of the 18 moves as int64 arrays of shape (18, 8|12)."""
+    cp = np.array([m.cp for m in MOVE_CUBES], np.int64)
+    co = np.array([m.co for m in MOVE_CUBES], np.int64)
+    ep = np.array([m.ep for m in MOVE_CUBES], np.int64)
+    eo = np.array([m.eo for m in MOVE_CUBES], np.int64)
+    return cp, co, ep, eo
+
+
+# ---------------------------------------------------------------- rank / unrank kernels
+@njit(cache=True)
+def _cp_rank(cp):
+    r = 0
+    for i in range(8):
+        c = 0
+        for j in range(i + 1, 8):
+            if cp[j] < cp[i]:
+                c += 1
+        r = r * (8 - i) + c
+    return r
+
+
+@njit(cache=True)
+def _cp_unrank(r, out):
+    digits = np.empty(8, np.int64)
+    for i in range(7, -1, -1):
+        digits[i] = r % (8 - i)
+        r //= (8 - i)
+    used = np.zeros(8, np.bool_)
+    for i in range(8):
+        c = digits[i]
+        for v in range(8):
+            if not used[v]:
+                if c == 0:
+                    out[i] = v
+                    used[v] = True
+                    break
+                c -= 1
+
+
+@njit(cache=True)
+def _twist_rank(co):
+    r = 0
+    for i in range(7):
+        r = r * 3 + co[i]
+    return r
+
+
+@njit(cache=True)
+def _twist_unrank(r, out):
+    s = 0
+    for i in range(6, -1, -1):
+        out[i] = r % 3
+        s += out[i]
+        r //= 3
+    out[7] = (3 - s % 3) % 3
+
+
+@njit(cache=True)
+def _flip_rank(eo):
+    r = 0
+    for i in range(11):
+        r = r * 2 + eo[i]
+    return r
+
+
+@njit(cache=True)
+def _flip_unrank(r, out):
+    s = 0
+    for i in range(10, -1, -1):
+        out[i] = r & 1
+        s += out[i]
+        r >>= 1
+    out[11] = s & 1
+
+
+@njit(cache=True)
+def _binom(n, k):
+    if k < 0 or k > n:
+        return 0
+    r = 1
+    for i in range(k):
+        r = r * (n - i) // (i + 1)
+    return r
+
+
+@njit(cache=True)
+def _slice_rank(ep):
+    """Combinatorial rank of the set of positions holding edges 8..11."""
+    r = 0
+    k = 0
+    for p in range(12):
+        if ep[p] >= 8:
+            k += 1
+            r += _binom(p, k)
+    return r
+
+
+@njit(cache=True)
+def _slice_unrank(r, out):
+    """Some edge permutation whose slice edges occupy the positions of rank ``r``."""
+    pos = np.empty(4, np.int64)
+    for k in range(4, 0, -1):
+        p = k - 1
+        while _binom(p + 1, k) <= r:
+            p += 1
+        pos[k - 1] = p
+        r -= _binom(p, k)
+    nxt_s, nxt_o = 8, 0
+    for p in range(12):
+        inslice = False
+        for k in range(4):
+            if pos[k] == p:
+                inslice = True
+        if inslice:
+            out[p] = nxt_s
+            nxt_s += 1
+        else:
+            out[p] = nxt_o
+            nxt_o += 1
+
+
+@njit(cache=True)
+def _e6_rank(pos):
+    """Rank of 6 distinct ordered positions in 0..11 (mixed radix 12*11*..*7)."""
+    r = 0
+    for k in range(6):
+        c = pos[k]
+        for j in range(k):
+            if pos[j] < pos[k]:
+                c -= 1
+        r = r * (12 - k) + c
+    return r
+
+
+@njit(cache=True)
+def _e6_unrank(r, pos):
+    digits = np.empty(6, np.int64)
+    for k in range(5, -1, -1):
+        digits[k] = r % (12 - k)
+        r //= (12 - k)
+    used = np.zeros(12, np.bool_)
+    for k in range(6):
+        c = digits[k]
+        for v in range(12):
+            if not used[v]:
+                if c == 0:
+                    pos[k] = v
+                    used[v] = True
+                    break
+                c -= 1
+
+
+# ---------------------------------------------------------------- move-table kernels
+@njit(cache=True)
+def _cp_table(mcp):
+    t = np.empty((N_CP, N_MOVES), np.int32)
+    a = np.empty(8, np.int64)
+    b = np.empty(8, np.int64)
+    for r in range(N_CP):
+        _cp_unrank(r, a)
+        for m in range(N_MOVES):
+            for i in range(8):
+                b[i] = a[mcp[m, i]]
+            t[r, m] = _cp_rank(b)
+    return t
+
+
+@njit(cache=True)
+def _twist_table(mcp, mco):
+    t = np.empty((N_TWIST, N_MOVES), np.int16)
+    a = np.empty(8, np.int64)
+    b = np.empty(8, np.int64)
+    for r in range(N_TWIST):
+        _twist_unrank(r, a)
+        for m in range(N_MOVES):
+            for i in range(8):
+                b[i] = (a[mcp[m, i]] + mco[m, i]) % 3
+            t[r, m] = _twist_rank(b)
+    return t
+
+
+@njit(cache=True)
+def _flip_table(mep, meo):
+    t = np.empty((N_FLIP, N_MOVES), np.int16)
+    a = np.empty(12, np.int64)
+    b = np.empty(12, np.int64)
+    for r in range(N_FLIP):
+        _flip_unrank(r, a)
+        for m in range(N_MOVES):
+            for i in range(12):
+                b[i] = (a[mep[m, i]] + meo[m, i]) % 2
+            t[r, m] = _flip_rank(b)
+    return t
+
+
+@njit(cache=True)
+def _slice_table(mep):
+    t = np.empty((N_SLICE, N_MOVES), np.int16)
+    a = np.empty(12, np.int64)
+    b = np.empty(12, np.int64)
+    for r in range(N_SLICE):
+        _slice_unrank(r, a)
+        for m in range(N_MOVES):
+            for i in range(12):
+                b[i] = a[mep[m, i]]
+            t[r, m] = _slice_rank(b)
+    return t
+
+
+@njit(cache=True)
+def _e6_tables(mep, meo):
+    """Position-rank table and flip-xor table of 6 tracked edges (shared by any 6 edges:
+    a piece at position p goes to dest[p] and gains the flip meo[dest[p]])."""
+    t = np.empty((N_E6, N_MOVES), np.int32)
+    x = np.empty((N_E6, N_MOVES), np.uint8)
+    dest = np.empty((N_MOVES, 12), np.int64)
+    for m in range(N_MOVES):
+        for i in range(12):
+            dest[m, mep[m, i]] = i
+    pos = np.empty(6, np.int64)
+    npos = np.empty(6, np.int64)
+    for r in range(N_E6):
+        _e6_unrank(r, pos)
+        for m in range(N_MOVES):
+            f = 0
+            for k in range(6):
+                d = dest[m, pos[k]]
+                npos[k] = d
+                f |= meo[m, d] << k
+            t[r, m] = _e6_rank(npos)
+            x[r, m] = f
+    return t, x
+
+
+# ---------------------------------------------------------------- Python-level helpers
+def cp_coord(c):
+    return int(_cp_rank(c.cp.astype(np.int64)))
+
+
+def twist_coord(c):
+    return int(_twist_rank(c.co.astype(np.int64)))
+
+
+def flip_coord(c):
+    return int(_flip_rank(c.eo.astype(np.int64)))
+
+
+def slice_coord(c):
+    return int(_slice_rank(c.ep.astype(np.int64)))
+
+
+def e6_coord(c, edges):
+    """(position rank, 6 flip bits) of the given 6 edges."""
+    ep = c.ep.tolist()
+    pos = np.array([ep.index(e) for e in edges], np.int64)
+    flips = sum(int(c.eo[p]) << k for k, p in enumerate(pos))
+    return int(_e6_rank(pos)), flips
+
+
+def _solved():
+    from .cube import SOLVED
+    return SOLVED
+
+
+CP_SOLVED = 0
+TWIST_SOLVED = 0
+FLIP_SOLVED = 0
+SLICE_SOLVED = int(_slice_rank(np.arange(12, dtype=np.int64)))
+E6A_SOLVED = int(_e6_rank(np.array(EDGES_A, np.int64)))
+E6B_SOLVED = int(_e6_rank(np.array(EDGES_B, np.int64)))
+
+_TABLES = {}
+
+
+def move_tables():
+    """Dict of the coordinate move tables (built once per process, ~70 MB, ~1 s)."""
+    if not _TABLES:
+        mcp, mco, mep, meo = move_arrays()
+        _TABLES["cp"] = _cp_table(mcp)
+        _TABLES["twist"] = _twist_table(mcp, mco)
+        _TABLES["flip"] = _flip_table(mep, meo)
+        _TABLES["slice"] = _slice_table(mep)
+        _TABLES["e6"], _TABLES["e6x"] = _e6_tables(mep, meo)
+    return _TABLES

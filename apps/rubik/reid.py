@@ -1,0 +1,245 @@
+"""The default heuristic: Kociemba's phase-1 distance, symmetry-reduced, on three axes.
+
+For a position C, ``d_UD(C)`` is the number of moves needed to reach the subgroup
+<U, D, R2, L2, F2, B2> (all edges oriented, corners untwisted, the four UD-slice edges in
+the slice); it depends only on (flip, slice, twist) = 2048 x 495 x 2187 values. The 16
+symmetries that keep the UD axis shrink flip x slice to 64,430 classes, so the table has
+64,430 * 2,187 = 140,908,410 entries (70.5 MB at 4 bits), as in Reid's optimal solver.
+
+The same table gives the distance to the RL and FB subgroups after conjugating C by the
+URF-DBL rotation; the heuristic is the maximum of the three, plus one when all three are
+equal and nonzero (de Bondt: the last move of a solution lies in one axis' subgroup, so
+the position one move before solved is at distance 0, not 1, from that axis' subgroup).
+
+The BFS runs on the quotient graph (entry = class representative with a twist). When a
+representative has symmetries of its own, all the twist values those symmetries relate
+are set together, or some would be reached late and overestimated.
+"""
+import numpy as np
+from numba import njit
+
+from .cache import Progress, load_or_build
+from .coords import (N_FLIP, N_SLICE, N_TWIST, SLICE_SOLVED, _flip_rank, _flip_unrank,
+                     _slice_rank, _slice_unrank, _twist_rank, _twist_unrank, flip_coord,
+                     move_tables, slice_coord, twist_coord)
+from .korf import UNSET, _nib, _pack4, bfs
+from .symmetry import UD_SYM_INV, UD_SYMS, axis_cube
+
+VERSION = 1
+N_FLIPSLICE = N_FLIP * N_SLICE          # 1,013,760
+N_CLASSES = 64430
+N_ENTRIES = N_CLASSES * N_TWIST         # 140,908,410
+NO_CLASS = 0xFFFFFFFF
+
+
+def _sym_arrays():
+    cp = np.array([s.cp for s in UD_SYMS], np.int64)
+    co = np.array([s.co for s in UD_SYMS], np.int64)
+    ep = np.array([s.ep for s in UD_SYMS], np.int64)
+    eo = np.array([s.eo for s in UD_SYMS], np.int64)
+    return cp, co, ep, eo
+
+
+@njit(cache=True)
+def _conj_edges(ep, eo, s, si, sep, seo, out_ep, out_eo):
+    """Edges of sym[s] * C * sym[si]."""
+    xep = np.empty(12, np.int64)
+    xeo = np.empty(12, np.int64)
+    for i in range(12):
+        xep[i] = sep[s, ep[i]]
+        xeo[i] = (seo[s, ep[i]] + eo[i]) & 1
+    for i in range(12):
+        j = sep[si, i]
+        out_ep[i] = xep[j]
+        out_eo[i] = (xeo[j] + seo[si, i]) & 1
+
+
+@njit(cache=True, inline="always")
+def _ori_mul(x, y):
+    if x < 3 and y < 3:
+        return (x + y) % 3
+    if x < 3 <= y:
+        o = x + y
+        return o - 3 if o >= 6 else o
+    if x >= 3 > y:
+        o = x - y
+        return o + 3 if o < 3 else o
+    o = x - y
+    return o + 3 if o < 0 else o
+
+
+@njit(cache=True)
+def _flipslice_classes(sep, seo, sinv):
+    """cls[fs] = class << 4 | sym (conjugating by sym maps fs to its class representative),
+    reps[class] = representative flipslice, stab[class] = bitmask of its own symmetries."""
+    cls = np.full(N_FLIP * N_SLICE, NO_CLASS, np.uint32)
+    reps = np.empty(N_FLIP * N_SLICE // 8, np.int32)
+    stab = np.empty(N_FLIP * N_SLICE // 8, np.uint16)
+    ep = np.empty(12, np.int64)
+    eo = np.empty(12, np.int64)
+    oep = np.empty(12, np.int64)
+    oeo = np.empty(12, np.int64)
+    nc = 0
+    for fs in range(N_FLIP * N_SLICE):
+        if cls[fs] != NO_CLASS:
+            continue
+        _slice_unrank(fs >> 11, ep)
+        _flip_unrank(fs & 2047, eo)
+        mask = 0
+        for s in range(16):
+            _conj_edges(ep, eo, s, sinv[s], sep, seo, oep, oeo)
+            fs2 = (_slice_rank(oep) << 11) | _flip_rank(oeo)
+            if cls[fs2] == NO_CLASS:
+                cls[fs2] = (nc << 4) | sinv[s]
+            if fs2 == fs:
+                mask |= 1 << s
+        reps[nc] = fs
+        stab[nc] = mask
+        nc += 1
+    return cls, reps[:nc].copy(), stab[:nc].copy()
+
+
+@njit(cache=True)
+def _twist_conj(scp, sco, sinv):
+    """tconj[t, s] = twist of sym[s] * C_t * sym[s]^-1."""
+    out = np.empty((N_TWIST, 16), np.uint16)
+    co = np.empty(8, np.int64)
+    xcp = np.empty(8, np.int64)
+    xco = np.empty(8, np.int64)
+    yco = np.empty(8, np.int64)
+    for t in range(N_TWIST):
+        _twist_unrank(t, co)
+        for s in range(16):
+            si = sinv[s]
+            for i in range(8):
+                xcp[i] = scp[s, i]
+                xco[i] = _ori_mul(sco[s, i], co[i])
+            for i in range(8):
+                j = scp[si, i]
+                yco[i] = _ori_mul(xco[j], sco[si, i])
+            out[t, s] = _twist_rank(yco)
+    return out
+
+
+@njit(cache=True)
+def _mark_stab(tab, c, t, mask, tconj, d):
+    n = 0
+    if mask != 1:
+        for s in range(1, 16):
+            if mask & (1 << s):
+                j = c * 2187 + tconj[t, s]
+                if tab[j] == UNSET:
+                    tab[j] = d
+                    n += 1
+    return n
+
+
+@njit(cache=True)
+def _reid_level(tab, d, reps, stab, cls, flipm, slicem, twm, tconj, forward):
+    n = 0
+    for idx in range(tab.size):
+        v = tab[idx]
+        if forward:
+            if v != d:
+                continue
+        elif v != UNSET:
+            continue
+        c = idx // 2187
+        t = idx - c * 2187
+        fs = reps[c]
+        fl = fs & 2047
+        sl = fs >> 11
+        for m in range(18):
+            fs2 = (np.int64(slicem[sl, m]) << 11) | flipm[fl, m]
+            w = cls[fs2]
+            c2 = np.int64(w >> 4)
+            t2 = np.int64(tconj[twm[t, m], w & 15])
+            j = c2 * 2187 + t2
+            if forward:
+                if tab[j] == UNSET:
+                    tab[j] = d + 1
+                    n += 1 + _mark_stab(tab, c2, t2, stab[c2], tconj, d + 1)
+            elif tab[j] == d:
+                tab[idx] = d + 1
+                n += 1 + _mark_stab(tab, c, t, stab[c], tconj, d + 1)
+                break
+    return n
+
+
+_SYM = {}
+
+
+def sym_tables():
+    """(cls, reps, stab, tconj): the symmetry-reduction tables (~0.5 s, kept per process)."""
+    if not _SYM:
+        cp, co, ep, eo = _sym_arrays()
+        sinv = UD_SYM_INV.astype(np.int64)
+        cls, reps, stab = _flipslice_classes(ep, eo, sinv)
+        if len(reps) != N_CLASSES:
+            raise AssertionError(f"{len(reps)} flip-slice classes, expected {N_CLASSES}")
+        _SYM.update(cls=cls, reps=reps, stab=stab, tconj=_twist_conj(cp, co, sinv))
+    return _SYM["cls"], _SYM["reps"], _SYM["stab"], _SYM["tconj"]
+
+
+def solved_index():
+    cls, _, _, tconj = sym_tables()
+    w = int(cls[(SLICE_SOLVED << 11) | 0])
+    return (w >> 4) * N_TWIST + int(tconj[0, w & 15])
+
+
+def build(max_depth=None, progress=None):
+    """Unpacked phase-1 depths (uint8, 140,908,410 entries) and the depth histogram."""
+    cls, reps, stab, tconj = sym_tables()
+    t = move_tables()
+    return bfs(N_ENTRIES, solved_index(), _reid_level,
+               (reps, stab, cls, t["flip"], t["slice"], t["twist"], tconj), max_depth, progress)
+
+
+@njit(cache=True, inline="always")
+def _phase1_h(fl, sl, tw, cls, tconj, tab):
+    w = cls[(np.int64(sl) << 11) | fl]
+    idx = np.int64(w >> 4) * 2187 + tconj[tw, w & 15]
+    return _nib(tab, idx)
+
+
+class ReidTables:
+    """The packed phase-1 table plus the symmetry and move tables the search needs."""
+
+    name = "reid"
+
+    def __init__(self, table, status=None):
+        self.table = table
+        self.status = status or {}
+        self.cls, self.reps, self.stab, self.tconj = sym_tables()
+        self.moves = move_tables()
+
+    @classmethod
+    def load(cls, directory=None, progress=True, max_depth=None, log=None):
+        """Load from the cache (building it if needed, ~1 min). ``max_depth`` gives a
+        truncated table built in memory and never cached."""
+        def make(show):
+            bar = Progress("phase-1 table (flip x slice x twist / 16 syms)", N_ENTRIES,
+                           enabled=bool(show))
+            tab, _ = build(max_depth=max_depth, progress=bar)
+            bar.close()
+            return _pack4(tab)
+        if max_depth is not None:
+            return cls(make(progress), {"phase1": f"built in memory (max_depth={max_depth})"})
+        arr, st = load_or_build("reid_phase1", VERSION, {"entries": N_ENTRIES}, make,
+                                directory, progress, log=log)
+        return cls(arr, {"phase1": st})
+
+    def axis_h(self, cube, axis=0):
+        """Phase-1 distance of ``cube`` along axis 0 (UD), 1 or 2."""
+        c = axis_cube(cube, axis)
+        return int(_phase1_h(flip_coord(c), slice_coord(c), twist_coord(c), self.cls,
+                             self.tconj, self.table))
+
+    def parts(self, cube):
+        return tuple(self.axis_h(cube, a) for a in range(3))
+
+    def h(self, cube):
+        """The heuristic value the search uses for ``cube``."""
+        p = self.parts(cube)
+        h = max(p)
+        return h + 1 if p[0] == p[1] == p[2] and h > 0 else h
