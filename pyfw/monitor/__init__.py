@@ -1,1 +1,40 @@
-"""pyfw.monitor: link and rank monitoring (filled in below)."""
+"""pyfw.monitor: measure links and ranks, actively and passively, and forecast them.
+
+Modules (each documents its own API):
+
+* :mod:`~pyfw.monitor.probes` -- active probes, collective over a communicator:
+  :func:`probe_pairs` (ping-pong per pair at the study's sizes, rounds of disjoint pairs,
+  Hockney fit per link, deadlines), :func:`sweep` (NetPIPE-style), :func:`pingpong`,
+  :func:`ring_test`, :func:`allgather_test`.
+* :mod:`~pyfw.monitor.profile` -- passive: :func:`profile` (CPU, peak memory, bytes and
+  messages per peer, communication pattern), :func:`classify`.
+* :mod:`~pyfw.monitor.forecast` -- NWS-style :class:`ForecasterBank`, :class:`LinkForecast`,
+  :class:`RankSpeedForecast`.
+* :mod:`~pyfw.monitor.online` -- :class:`OnlineMonitor`: cheap probes between steps of an
+  SPMD loop under an overhead budget, feeding the forecasts.
+* :mod:`~pyfw.monitor.emulate` -- :class:`LinkShaper` (``comm.shaper``: added latency, capped
+  bandwidth per link), :class:`Slowdown`, :func:`spin_work`: heterogeneity with known truth.
+* :mod:`~pyfw.monitor.report` and ``python -m pyfw.monitor`` -- JSON, tables, PNGs.
+
+For the runtimes (stable API)::
+
+    from pyfw.monitor import LinkForecast, RankSpeedForecast, OnlineMonitor, probe_pairs
+    m = probe_pairs(comm)                  # LinkMatrix: m.alpha[i, j] (s), m.bandwidth[i, j]
+    mon = OnlineMonitor(comm, budget=0.01) # then mon.step(work, seconds) every step
+    mon.link(i, j).time(nbytes); mon.matrices(); mon.speeds()
+"""
+from .emulate import LinkShaper, Slowdown, hold, spin, spin_work
+from .forecast import (Forecast, ForecasterBank, LinkEstimate, LinkForecast,
+                       RankSpeedForecast, default_forecasters)
+from .online import OnlineMonitor
+from .probes import (STUDY_SIZES, LinkMatrix, ProbeTimeout, allgather_test, netpipe_sizes,
+                     pingpong, probe_pairs, ring_test, round_robin, sweep)
+from .profile import Profiler, classify, profile, write_json
+from .stats import Hockney, hockney_fit, summarize
+
+__all__ = ["LinkShaper", "Slowdown", "hold", "spin", "spin_work", "Forecast",
+           "ForecasterBank", "LinkEstimate", "LinkForecast", "RankSpeedForecast",
+           "default_forecasters", "OnlineMonitor", "STUDY_SIZES", "LinkMatrix", "ProbeTimeout",
+           "allgather_test", "netpipe_sizes", "pingpong", "probe_pairs", "ring_test",
+           "round_robin", "sweep", "Profiler", "classify", "profile", "write_json", "Hockney",
+           "hockney_fit", "summarize"]
