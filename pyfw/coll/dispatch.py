@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import sys
 
+import numpy as np
 from mpi4py import MPI
 
 from .algorithms import allgather as _ag, alltoall as _a2a, bcast as _bc, gather as _ga
@@ -42,11 +43,27 @@ _FUNCS = {"allgather": _ag.ALGORITHMS, "gather": _ga.ALGORITHMS, "alltoall": _a2
           "bcast": _bc.ALGORITHMS, "allreduce": _rd.ALLREDUCE, "reduce": _rd.REDUCE}
 
 _PLANS: dict[int, "Plan"] = {}
+_ndarray = np.ndarray
+_partial = functools.partial
+# last (communicator object, bucket list) per collective: the fast path is an identity test
+_L_ALLGATHER: list = [None, None]
+_L_GATHER: list = [None, None]
+_L_ALLTOALL: list = [None, None]
+_L_BCAST: list = [None, None]
+_L_ALLREDUCE: list = [None, None]
+_L_REDUCE: list = [None, None]
+_LASTS = (_L_ALLGATHER, _L_GATHER, _L_ALLTOALL, _L_BCAST, _L_ALLREDUCE, _L_REDUCE)
+
+
+def _reset_fast_paths() -> None:
+    for L in _LASTS:
+        L[0] = L[1] = None
 _NOTIFIED: set[str] = set()
 
 
 def _forget(comm, keyval, plan):  # MPI attribute delete callback: the comm is being freed
     _PLANS.pop(getattr(plan, "handle", None), None)
+    _reset_fast_paths()
 
 
 _KEYVAL = MPI.Comm.Create_keyval(delete_fn=_forget)
@@ -117,6 +134,7 @@ class Plan:
         if self.priv != MPI.COMM_NULL:
             self.priv.Free()
         _PLANS.pop(self.handle, None)
+        _reset_fast_paths()
 
 
 def plan(comm, table: dict | None = None) -> Plan:
@@ -152,6 +170,9 @@ def _plan(comm) -> Plan:
 
 def allgather(comm, sendbuf, recvbuf, algorithm: str | None = None) -> None:
     """Tuned ``comm.Allgather(sendbuf, recvbuf)``; ``algorithm=`` forces one."""
+    L = _L_ALLGATHER
+    if comm is L[0] and sendbuf.__class__ is _ndarray and algorithm is None:
+        return L[1][sendbuf.nbytes.bit_length()](sendbuf, recvbuf)
     try:
         p = _PLANS[comm.handle]
     except (AttributeError, KeyError):
@@ -161,12 +182,16 @@ def allgather(comm, sendbuf, recvbuf, algorithm: str | None = None) -> None:
             n = sendbuf.nbytes
         except AttributeError:
             n = _nbytes(sendbuf, recvbuf, p.size)
+        L[0], L[1] = comm, p.allgather
         return p.allgather[n.bit_length()](sendbuf, recvbuf)
     return p.algorithm("allgather", algorithm)(sendbuf, recvbuf)
 
 
 def gather(comm, sendbuf, recvbuf, root: int = 0, algorithm: str | None = None) -> None:
     """Tuned ``comm.Gather(sendbuf, recvbuf, root)``; ``algorithm=`` forces one."""
+    L = _L_GATHER
+    if comm is L[0] and sendbuf.__class__ is _ndarray and algorithm is None:
+        return L[1][sendbuf.nbytes.bit_length()](sendbuf, recvbuf, root)
     try:
         p = _PLANS[comm.handle]
     except (AttributeError, KeyError):
@@ -176,6 +201,7 @@ def gather(comm, sendbuf, recvbuf, root: int = 0, algorithm: str | None = None) 
             n = sendbuf.nbytes
         except AttributeError:
             n = _nbytes(sendbuf, recvbuf, p.size)
+        L[0], L[1] = comm, p.gather
         return p.gather[n.bit_length()](sendbuf, recvbuf, root)
     return p.algorithm("gather", algorithm)(sendbuf, recvbuf, root)
 
@@ -183,11 +209,15 @@ def gather(comm, sendbuf, recvbuf, root: int = 0, algorithm: str | None = None) 
 def alltoall(comm, sendbuf, recvbuf, algorithm: str | None = None) -> None:
     """Tuned ``comm.Alltoall(sendbuf, recvbuf)`` (bucket = per-peer block); ``algorithm=``
     forces one."""
+    L = _L_ALLTOALL
+    if comm is L[0] and sendbuf.__class__ is _ndarray and algorithm is None:
+        return L[1][0][(sendbuf.nbytes // L[1][1]).bit_length()](sendbuf, recvbuf)
     try:
         p = _PLANS[comm.handle]
     except (AttributeError, KeyError):
         p = _plan(comm)
     if algorithm is None:
+        L[0], L[1] = comm, (p.alltoall, p.size)
         try:
             n = sendbuf.nbytes // p.size
         except AttributeError:
@@ -200,6 +230,9 @@ def alltoall(comm, sendbuf, recvbuf, algorithm: str | None = None) -> None:
 
 def bcast(comm, buf, root: int = 0, algorithm: str | None = None) -> None:
     """Tuned ``comm.Bcast(buf, root)``; ``algorithm=`` forces one."""
+    L = _L_BCAST
+    if comm is L[0] and buf.__class__ is _ndarray and algorithm is None:
+        return L[1][buf.nbytes.bit_length()](buf, root)
     try:
         p = _PLANS[comm.handle]
     except (AttributeError, KeyError):
@@ -209,6 +242,7 @@ def bcast(comm, buf, root: int = 0, algorithm: str | None = None) -> None:
             n = buf.nbytes
         except AttributeError:
             n = _nbytes(buf, None, 1)
+        L[0], L[1] = comm, p.bcast
         return p.bcast[n.bit_length()](buf, root)
     return p.algorithm("bcast", algorithm)(buf, root)
 
@@ -216,34 +250,46 @@ def bcast(comm, buf, root: int = 0, algorithm: str | None = None) -> None:
 def allreduce(comm, sendbuf, recvbuf, op=MPI.SUM, algorithm: str | None = None) -> None:
     """Tuned ``comm.Allreduce(sendbuf, recvbuf, op)``; ``algorithm=`` forces one. The pyfw
     algorithms serve predefined ops on numpy arrays; other ops always go native."""
-    try:
-        p = _PLANS[comm.handle]
-    except (AttributeError, KeyError):
-        p = _plan(comm)
-    if algorithm is None:
-        n = recvbuf.nbytes if hasattr(recvbuf, "nbytes") else _nbytes(recvbuf, None, 1)
-        fn = p.allreduce[n.bit_length()]
-        if fn.__class__ is functools.partial and not _predefined(op):
-            fn = p.comm.Allreduce
-        return fn(sendbuf, recvbuf, op)
-    return p.algorithm("allreduce", algorithm)(sendbuf, recvbuf, op)
+    L = _L_ALLREDUCE
+    if comm is L[0] and recvbuf.__class__ is _ndarray and algorithm is None:
+        fn = L[1][recvbuf.nbytes.bit_length()]
+    else:
+        try:
+            p = _PLANS[comm.handle]
+        except (AttributeError, KeyError):
+            p = _plan(comm)
+        if algorithm is not None:
+            return p.algorithm("allreduce", algorithm)(sendbuf, recvbuf, op)
+        L[0], L[1] = comm, p.allreduce
+        fn = p.allreduce[_nbytes(recvbuf, None, 1).bit_length()]
+    if fn.__class__ is _partial and not _predefined(op):
+        fn = _native_of(comm).Allreduce
+    return fn(sendbuf, recvbuf, op)
 
 
 def reduce(comm, sendbuf, recvbuf, op=MPI.SUM, root: int = 0,
            algorithm: str | None = None) -> None:
     """Tuned ``comm.Reduce(sendbuf, recvbuf, op, root)``; ``algorithm=`` forces one (bucket =
     the send buffer's size, ``recvbuf``'s at an IN_PLACE root)."""
-    try:
-        p = _PLANS[comm.handle]
-    except (AttributeError, KeyError):
-        p = _plan(comm)
-    if algorithm is None:
-        n = sendbuf.nbytes if hasattr(sendbuf, "nbytes") else _nbytes(sendbuf, recvbuf, 1)
-        fn = p.reduce[n.bit_length()]
-        if fn.__class__ is functools.partial and not _predefined(op):
-            fn = p.comm.Reduce
-        return fn(sendbuf, recvbuf, op, root)
-    return p.algorithm("reduce", algorithm)(sendbuf, recvbuf, op, root)
+    L = _L_REDUCE
+    if comm is L[0] and sendbuf.__class__ is _ndarray and algorithm is None:
+        fn = L[1][sendbuf.nbytes.bit_length()]
+    else:
+        try:
+            p = _PLANS[comm.handle]
+        except (AttributeError, KeyError):
+            p = _plan(comm)
+        if algorithm is not None:
+            return p.algorithm("reduce", algorithm)(sendbuf, recvbuf, op, root)
+        L[0], L[1] = comm, p.reduce
+        fn = p.reduce[_nbytes(sendbuf, recvbuf, 1).bit_length()]
+    if fn.__class__ is _partial and not _predefined(op):
+        fn = _native_of(comm).Reduce
+    return fn(sendbuf, recvbuf, op, root)
+
+
+def _native_of(comm):
+    return raw(comm)
 
 
 def _predefined(op) -> bool:
