@@ -8,6 +8,8 @@ Dispatch (mpi4py uppercase signatures, communicator first, ``algorithm=`` to for
     coll.alltoall(comm, send, recv); coll.bcast(comm, buf, root)
     coll.allreduce(comm, send, recv, op); coll.reduce(comm, send, recv, op, root)
     view = coll.allgather_view(comm, send)      # zero-copy SMP all-gather (read-only)
+    b = coll.bind(comm); b.Allgather(send, recv) # hot loops: native bound method wherever
+                                                # the table picks native for every size
 
 ``comm`` is an mpi4py Intracomm or a :class:`pyfw.comm.Comm`. Tune once per machine and
 process count: ``mpiexec -n N python -m pyfw.coll.tune``; without a table the dispatch uses
@@ -18,12 +20,12 @@ native MPI (one notice line). Algorithms live in one module per family:
 The pyfw algorithms' point-to-point traffic is not added to :class:`pyfw.comm.Comm` counters
 (native MPI collectives cannot be counted either); the link monitor measures links itself.
 """
-from .dispatch import (ALGORITHMS, COLLECTIVES, Plan, allgather, allreduce, alltoall,  # noqa
-                       bcast, forget_plans, gather, plan, reduce)
+from .dispatch import (ALGORITHMS, COLLECTIVES, Bound, Plan, allgather, allreduce,  # noqa
+                       alltoall, bcast, bind, forget_plans, gather, plan, reduce)
 from .smp import SmpAllgather  # noqa: F401
 
 __all__ = ["allgather", "gather", "alltoall", "bcast", "allreduce", "reduce",
-           "allgather_view", "plan", "Plan", "forget_plans", "SmpAllgather", "ALGORITHMS",
+           "allgather_view", "bind", "Bound", "plan", "Plan", "forget_plans", "SmpAllgather", "ALGORITHMS",
            "COLLECTIVES"]
 
 

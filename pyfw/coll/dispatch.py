@@ -22,7 +22,7 @@ from .algorithms import allgather as _ag, alltoall as _a2a, bcast as _bc, gather
 from .algorithms import reduce as _rd
 from ._util import raw
 
-__all__ = ["Plan", "plan", "allgather", "gather", "alltoall", "bcast", "allreduce", "reduce",
+__all__ = ["Plan", "plan", "Bound", "bind", "allgather", "gather", "alltoall", "bcast", "allreduce", "reduce",
            "ALGORITHMS", "COLLECTIVES", "forget_plans"]
 
 NBUCKETS = 65
@@ -152,6 +152,63 @@ def plan(comm, table: dict | None = None) -> Plan:
             except MPI.Exception:
                 pass
     return p
+
+
+class Bound:
+    """The tuned collectives of one communicator as attributes with mpi4py's names and
+    signatures (``b.Allgather(sendbuf, recvbuf)``, ``b.Gather(sendbuf, recvbuf, root)``, ...).
+
+    Where the table chooses native MPI for every size of a collective, the attribute *is*
+    the native bound method: zero added cost. Otherwise it is a closure indexing the size
+    bucket (one ``nbytes``, one ``bit_length``, one list index). Numpy buffers only on the
+    tuned path (other buffers go native); build a new one after re-tuning.
+    """
+
+    def __init__(self, p: "Plan"):
+        self.plan = p
+        nat = p.comm
+        for coll, attr in _NATIVE.items():
+            fns = getattr(p, coll)
+            if all(n == "native" for n in p.choice[coll]):
+                setattr(self, attr, getattr(nat, attr))
+            else:
+                setattr(self, attr, _bucketed(coll, fns, getattr(nat, attr), p.size))
+
+
+def _bucketed(coll, fns, native, size):
+    nd = _ndarray
+    if coll == "alltoall":
+        def alltoall(sendbuf, recvbuf):
+            if sendbuf.__class__ is nd:
+                return fns[(sendbuf.nbytes // size).bit_length()](sendbuf, recvbuf)
+            return native(sendbuf, recvbuf)
+        return alltoall
+    if coll == "bcast":
+        def bcast(buf, root=0):
+            if buf.__class__ is nd:
+                return fns[buf.nbytes.bit_length()](buf, root)
+            return native(buf, root)
+        return bcast
+    if coll in ("allreduce", "reduce"):
+        def red(sendbuf, recvbuf, op=MPI.SUM, *root):
+            if sendbuf.__class__ is nd:
+                fn = fns[sendbuf.nbytes.bit_length()]
+                if fn.__class__ is not _partial or _predefined(op):
+                    return fn(sendbuf, recvbuf, op, *root)
+            return native(sendbuf, recvbuf, op, *root)
+        return red
+
+    def gathering(sendbuf, recvbuf, *root):
+        if sendbuf.__class__ is nd:
+            return fns[sendbuf.nbytes.bit_length()](sendbuf, recvbuf, *root)
+        return native(sendbuf, recvbuf, *root)
+    return gathering
+
+
+def bind(comm) -> Bound:
+    """:class:`Bound` tuned collectives of ``comm`` (collective on first use, like
+    :func:`plan`): ``b = bind(comm); b.Allgather(send, recv)``."""
+    return Bound(plan(comm))
 
 
 def forget_plans() -> None:
