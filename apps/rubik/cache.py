@@ -96,7 +96,8 @@ def load_or_build(name, version, params, build, directory=None, progress=True, v
     """A read-only memory-mapped uint8 table, built by ``build(progress)`` if needed.
 
     ``version`` and ``params`` (a JSON-able dict) identify the content: a cached file with
-    other values is stale and rebuilt. ``build`` must return a 1-D uint8 array.
+    other values is stale and rebuilt. ``build`` must return a 1-D uint8 array; with
+    ``build=None`` a missing table raises LookupError instead.
     Returns ``(array, status)`` where status is ``"cached"`` or ``"built (<reason>)"``.
     """
     d = cache_dir(directory)
@@ -105,6 +106,8 @@ def load_or_build(name, version, params, build, directory=None, progress=True, v
     arr, why = _read(path, want, verify)
     if arr is not None:
         return arr, "cached"
+    if build is None:
+        raise LookupError(f"table {name} is not in the cache {d} ({why})")
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

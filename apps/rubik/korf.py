@@ -156,9 +156,9 @@ class KorfTables:
         self.moves = move_tables()
 
     @classmethod
-    def load(cls, directory=None, progress=True, max_depth=None, log=None):
-        """Load from the cache (building what is missing). ``max_depth`` gives truncated
-        tables, built in memory and never cached."""
+    def load(cls, directory=None, progress=True, max_depth=None, log=None, cached_only=False):
+        """Load from the cache (building what is missing, unless ``cached_only``: then
+        LookupError). ``max_depth`` gives truncated tables, built in memory, never cached."""
         parts, status = [], {}
         for name, n, builder in (("corners", N_CORNER, build_corners),
                                  ("edges_a", N_EDGE6, lambda **k: build_edges("A", **k)),
@@ -172,7 +172,8 @@ class KorfTables:
                 parts.append(build(progress))
                 status[name] = f"built in memory (max_depth={max_depth})"
             else:
-                arr, st = load_or_build(f"korf_{name}", VERSION, {"entries": n}, build,
+                arr, st = load_or_build(f"korf_{name}", VERSION, {"entries": n},
+                                        None if cached_only else build,
                                         directory, progress, log=log)
                 parts.append(arr)
                 status[name] = st

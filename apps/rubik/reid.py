@@ -214,9 +214,10 @@ class ReidTables:
         self.moves = move_tables()
 
     @classmethod
-    def load(cls, directory=None, progress=True, max_depth=None, log=None):
-        """Load from the cache (building it if needed, ~1 min). ``max_depth`` gives a
-        truncated table built in memory and never cached."""
+    def load(cls, directory=None, progress=True, max_depth=None, log=None, cached_only=False):
+        """Load from the cache (building it if needed, ~15 s; with ``cached_only`` a
+        missing table raises LookupError). ``max_depth`` gives a truncated table built in
+        memory and never cached."""
         def make(show):
             bar = Progress("phase-1 table (flip x slice x twist / 16 syms)", N_ENTRIES,
                            enabled=bool(show))
@@ -225,7 +226,8 @@ class ReidTables:
             return _pack4(tab)
         if max_depth is not None:
             return cls(make(progress), {"phase1": f"built in memory (max_depth={max_depth})"})
-        arr, st = load_or_build("reid_phase1", VERSION, {"entries": N_ENTRIES}, make,
+        arr, st = load_or_build("reid_phase1", VERSION, {"entries": N_ENTRIES},
+                                None if cached_only else make,
                                 directory, progress, log=log)
         return cls(arr, {"phase1": st})
 

@@ -25,64 +25,98 @@ MAX_DEPTH = 40
 
 
 @njit(cache=True)
-def _search_korf(cpm, twm, e6, e6x, pc, pa, pb, st, mv, nx, box, g0, last0, bound,
-                 budget, stats):
-    sp = box[0]
+def _expand_korf(L, node, path, kids, kidm, nk, ki, g0, last0, bound, cpm, twm, e6, e6x,
+                 pc, pa, pb, tmp, tmpm, wb):
+    """Children of the node at level L with f <= bound go to kids[L] (batched lookups).
+    Returns (number generated, found); found means path[L+1] completes a solution."""
+    lf = last0 if L == 0 else path[L] // 3
+    r = node[L]
+    n = 0
+    m = 0
+    while m < 18:
+        if not _allowed(lf, m // 3):
+            m += 3
+            continue
+        tmp[n, 0] = cpm[r[0], m]
+        tmp[n, 1] = twm[r[1], m]
+        tmp[n, 2] = e6[r[2], m]
+        tmp[n, 3] = r[3] ^ e6x[r[2], m]
+        tmp[n, 4] = e6[r[4], m]
+        tmp[n, 5] = r[5] ^ e6x[r[4], m]
+        tmpm[n] = m
+        n += 1
+        m += 1
+    rem = bound - (g0 + L + 1)
+    nk[L] = 0
+    ki[L] = 0
+    if rem == 0:
+        for j in range(n):
+            if (tmp[j, 0] == 0 and tmp[j, 1] == 0 and tmp[j, 3] == 0 and tmp[j, 5] == 0
+                    and tmp[j, 2] == E6A_SOLVED and tmp[j, 4] == E6B_SOLVED):
+                path[L + 1] = tmpm[j]
+                return n, True
+        return n, False
+    for j in range(n):
+        wb[j, 0] = _nib(pc, tmp[j, 0] * 2187 + tmp[j, 1])
+        wb[j, 1] = _nib(pa, (tmp[j, 2] << 6) | tmp[j, 3])
+        wb[j, 2] = _nib(pb, (tmp[j, 4] << 6) | tmp[j, 5])
+    cnt = 0
+    for j in range(n):
+        if wb[j, 0] > rem or wb[j, 1] > rem or wb[j, 2] > rem:
+            continue
+        for i in range(6):
+            kids[L, cnt, i] = tmp[j, i]
+        kidm[L, cnt] = tmpm[j]
+        cnt += 1
+    nk[L] = cnt
+    return n, False
+
+
+@njit(cache=True)
+def _search_korf(cpm, twm, e6, e6x, pc, pa, pb, node, path, kids, kidm, nk, ki, box, g0,
+                 last0, bound, budget, stats):
+    tmp = np.empty((18, 6), np.int64)
+    tmpm = np.empty(18, np.int64)
+    wb = np.empty((18, 3), np.int64)
     gen = 0
     exp = 0
+    L = box[0]
     status = DONE
+    if box[1] == 0:
+        box[1] = 1
+        exp += 1
+        n, found = _expand_korf(0, node, path, kids, kidm, nk, ki, g0, last0, bound, cpm, twm,
+                                e6, e6x, pc, pa, pb, tmp, tmpm, wb)
+        gen += n
+        if found:
+            box[0] = 0
+            stats[0] += gen
+            stats[1] += exp
+            return FOUND
     while True:
-        m = nx[sp]
-        if m >= 18:
-            if sp == 0:
+        if ki[L] >= nk[L]:
+            if L == 0:
                 status = DONE
                 break
-            sp -= 1
+            L -= 1
             continue
         if gen >= budget:
             status = PAUSED
             break
-        f = m // 3
-        lf = last0 if sp == 0 else mv[sp] // 3
-        if not _allowed(lf, f):
-            nx[sp] = 3 * f + 3
-            continue
-        nx[sp] = m + 1
-        gen += 1
-        r = st[sp]
-        cp = cpm[r[0], m]
-        tw = twm[r[1], m]
-        ra = e6[r[2], m]
-        fa = r[3] ^ e6x[r[2], m]
-        rb = e6[r[4], m]
-        fb = r[5] ^ e6x[r[4], m]
-        rem = bound - (g0 + sp + 1)
-        if rem == 0:
-            if cp == 0 and tw == 0 and fa == 0 and fb == 0 and ra == E6A_SOLVED and rb == E6B_SOLVED:
-                sp += 1
-                mv[sp] = m
-                nx[sp] = 18
-                status = FOUND
-                break
-            continue
-        if _nib(pc, np.int64(cp) * 2187 + tw) > rem:
-            continue
-        if _nib(pa, (np.int64(ra) << 6) | fa) > rem:
-            continue
-        if _nib(pb, (np.int64(rb) << 6) | fb) > rem:
-            continue
+        k = ki[L]
+        ki[L] = k + 1
+        for i in range(6):
+            node[L + 1, i] = kids[L, k, i]
+        path[L + 1] = kidm[L, k]
+        L += 1
         exp += 1
-        sp += 1
-        q = st[sp]
-        q[0] = cp
-        q[1] = tw
-        q[2] = ra
-        q[3] = fa
-        q[4] = rb
-        q[5] = fb
-        mv[sp] = m
-        nx[sp] = 0
-    box[0] = sp
+        n, found = _expand_korf(L, node, path, kids, kidm, nk, ki, g0, last0, bound, cpm, twm,
+                                e6, e6x, pc, pa, pb, tmp, tmpm, wb)
+        gen += n
+        if found:
+            status = FOUND
+            break
+    box[0] = L
     stats[0] += gen
     stats[1] += exp
     return status
@@ -123,78 +157,128 @@ def _replay_solved(rcp, rco, rep, reo, mv, sp, m, mcp, mco, mep, meo):
 
 
 @njit(cache=True)
-def _search_reid(flipm, slicem, twm, cpm, amc, cls, tconj, tab, pc, use_pc, st, mv, nx,
-                 box, g0, last0, bound, budget, stats, rcp, rco, rep, reo, mcp, mco, mep, meo):
-    sp = box[0]
+def _expand_reid(L, node, path, kids, kidm, nk, ki, g0, last0, bound, flipm, slicem, twm, cpm,
+                 amc, cls, tconj, tab, pc, use_pc, rcp, rco, rep, reo, mcp, mco, mep, meo,
+                 tmp, tmpm, wb):
+    """Generate the children of the node at stack level L; keep those with f <= bound in
+    kids[L]. Lookups are done in a batch over siblings so their cache misses overlap.
+    Returns (number generated, found) where found means path[L+1] completes a solution."""
+    lf = last0 if L == 0 else path[L] // 3
+    r = node[L]
+    n = 0
+    m = 0
+    while m < 18:
+        f = m // 3
+        if not _allowed(lf, f):
+            m += 3
+            continue
+        for a in range(3):
+            ma = amc[a, m]
+            tmp[n, 3 * a] = flipm[r[3 * a], ma]
+            tmp[n, 3 * a + 1] = slicem[r[3 * a + 1], ma]
+            tmp[n, 3 * a + 2] = twm[r[3 * a + 2], ma]
+        tmp[n, 9] = cpm[r[9], m]
+        tmpm[n] = m
+        n += 1
+        m += 1
+    rem = bound - (g0 + L + 1)
+    nk[L] = 0
+    ki[L] = 0
+    if rem == 0:
+        for j in range(n):
+            ok = tmp[j, 9] == 0
+            for a in range(3):
+                if tmp[j, 3 * a] != 0 or tmp[j, 3 * a + 1] != SLICE_SOLVED or tmp[j, 3 * a + 2] != 0:
+                    ok = False
+            if ok and _replay_solved(rcp, rco, rep, reo, path, L, tmpm[j], mcp, mco, mep, meo):
+                path[L + 1] = tmpm[j]
+                return n, True
+        return n, False
+    for j in range(n):           # first batch of independent loads: symmetry classes
+        for a in range(3):
+            wb[j, a] = cls[(tmp[j, 3 * a + 1] << 11) | tmp[j, 3 * a]]
+    for j in range(n):           # second batch: the table entries
+        for a in range(3):
+            w = wb[j, a]
+            wb[j, a] = _nib(tab, np.int64(w >> 4) * 2187 + tconj[tmp[j, 3 * a + 2], w & 15])
+        if use_pc:
+            wb[j, 3] = _nib(pc, tmp[j, 9] * 2187 + tmp[j, 2])
+        else:
+            wb[j, 3] = 0
+    cnt = 0
+    for j in range(n):
+        h0 = wb[j, 0]
+        h1 = wb[j, 1]
+        h2 = wb[j, 2]
+        if h0 > rem or h1 > rem or h2 > rem:
+            continue
+        if h0 == h1 and h1 == h2 and h0 == rem:
+            continue
+        if wb[j, 3] > rem:
+            continue
+        for i in range(10):
+            kids[L, cnt, i] = tmp[j, i]
+        kidm[L, cnt] = tmpm[j]
+        cnt += 1
+    nk[L] = cnt
+    return n, False
+
+
+@njit(cache=True)
+def _search_reid(flipm, slicem, twm, cpm, amc, cls, tconj, tab, pc, use_pc, node, path,
+                 kids, kidm, nk, ki, box, g0, last0, bound, budget, stats,
+                 rcp, rco, rep, reo, mcp, mco, mep, meo):
+    tmp = np.empty((18, 10), np.int64)
+    tmpm = np.empty(18, np.int64)
+    wb = np.empty((18, 4), np.int64)
     gen = 0
     exp = 0
+    L = box[0]
     status = DONE
-    c = np.empty(10, np.int64)
+    if box[1] == 0:              # the subtree root is not expanded yet
+        box[1] = 1
+        exp += 1
+        n, found = _expand_reid(0, node, path, kids, kidm, nk, ki, g0, last0, bound, flipm,
+                                slicem, twm, cpm, amc, cls, tconj, tab, pc, use_pc, rcp, rco,
+                                rep, reo, mcp, mco, mep, meo, tmp, tmpm, wb)
+        gen += n
+        if found:
+            box[0] = 0
+            stats[0] += gen
+            stats[1] += exp
+            return FOUND
     while True:
-        m = nx[sp]
-        if m >= 18:
-            if sp == 0:
+        if ki[L] >= nk[L]:
+            if L == 0:
                 status = DONE
                 break
-            sp -= 1
+            L -= 1
             continue
         if gen >= budget:
             status = PAUSED
             break
-        f = m // 3
-        lf = last0 if sp == 0 else mv[sp] // 3
-        if not _allowed(lf, f):
-            nx[sp] = 3 * f + 3
-            continue
-        nx[sp] = m + 1
-        gen += 1
-        r = st[sp]
-        for a in range(3):
-            ma = amc[a, m]
-            c[3 * a] = flipm[r[3 * a], ma]
-            c[3 * a + 1] = slicem[r[3 * a + 1], ma]
-            c[3 * a + 2] = twm[r[3 * a + 2], ma]
-        c[9] = cpm[r[9], m]
-        rem = bound - (g0 + sp + 1)
-        if rem == 0:
-            ok = c[9] == 0
-            for a in range(3):
-                if c[3 * a] != 0 or c[3 * a + 1] != SLICE_SOLVED or c[3 * a + 2] != 0:
-                    ok = False
-            if ok and _replay_solved(rcp, rco, rep, reo, mv, sp, m, mcp, mco, mep, meo):
-                sp += 1
-                mv[sp] = m
-                nx[sp] = 18
-                status = FOUND
-                break
-            continue
-        h0 = _phase1_h(c[0], c[1], c[2], cls, tconj, tab)
-        if h0 > rem:
-            continue
-        h1 = _phase1_h(c[3], c[4], c[5], cls, tconj, tab)
-        if h1 > rem:
-            continue
-        h2 = _phase1_h(c[6], c[7], c[8], cls, tconj, tab)
-        if h2 > rem:
-            continue
-        if h0 == h1 and h1 == h2 and h0 == rem and h0 > 0:
-            continue
-        if use_pc and _nib(pc, c[9] * 2187 + c[2]) > rem:
-            continue
-        exp += 1
-        sp += 1
-        q = st[sp]
+        k = ki[L]
+        ki[L] = k + 1
         for i in range(10):
-            q[i] = c[i]
-        mv[sp] = m
-        nx[sp] = 0
-    box[0] = sp
+            node[L + 1, i] = kids[L, k, i]
+        path[L + 1] = kidm[L, k]
+        L += 1
+        exp += 1
+        n, found = _expand_reid(L, node, path, kids, kidm, nk, ki, g0, last0, bound, flipm,
+                                slicem, twm, cpm, amc, cls, tconj, tab, pc, use_pc, rcp, rco,
+                                rep, reo, mcp, mco, mep, meo, tmp, tmpm, wb)
+        gen += n
+        if found:
+            status = FOUND
+            break
+    box[0] = L
     stats[0] += gen
     stats[1] += exp
     return status
 
 
 _MOVE_ARRAYS = move_arrays()
+_NO_TABLE = np.zeros(1, np.uint8)
 
 
 def root_state(tables, cube):
@@ -213,11 +297,12 @@ def root_state(tables, cube):
 
 class SubtreeSearch:
     """A resumable IDA* search of the subtree below ``prefix`` (applied to ``cube``) with
-    cost bound ``bound``. Call :meth:`step` until it returns DONE; after FOUND,
-    :attr:`solution` holds the full move list (prefix included).
+    cost bound ``bound``. Call :meth:`step` until it returns DONE; after each FOUND,
+    :attr:`solution` holds the full move list (prefix included) and the search can go on.
 
     ``tables`` is a :class:`~.korf.KorfTables` or :class:`~.reid.ReidTables` object;
-    ``use_corners`` adds Korf's corner table to the phase-1 heuristic (needs ``corners``).
+    ``corners`` (a KorfTables) adds Korf's corner table to the phase-1 heuristic.
+    The subtree root counts as expanded (not generated) when its f is within the bound.
     """
 
     def __init__(self, tables, cube, prefix, bound, corners=None):
@@ -229,32 +314,34 @@ class SubtreeSearch:
         self.root = cube.apply(self.prefix)
         self.g0 = len(self.prefix)
         self.last0 = self.prefix[-1] // 3 if self.prefix else NO_FACE
+        self.corners = corners if tables.name != "korf" else None
         depth = max(self.bound - self.g0, 0) + 2
         row = root_state(tables, self.root)
-        self.st = np.zeros((depth, row.size), np.int32)
-        self.st[0] = row
-        self.mv = np.zeros(depth, np.int8)
-        self.nx = np.zeros(depth, np.int8)
-        self.box = np.zeros(1, np.int64)
+        self.node = np.zeros((depth, row.size), np.int32)
+        self.node[0] = row
+        self.path = np.zeros(depth + 1, np.int8)
+        self.kids = np.zeros((depth, 18, row.size), np.int32)
+        self.kidm = np.zeros((depth, 18), np.int8)
+        self.nk = np.zeros(depth, np.int8)
+        self.ki = np.zeros(depth, np.int8)
+        self.box = np.zeros(2, np.int64)
         self.stats = np.zeros(2, np.int64)
-        self.corners = corners
         self.solution = None
         self.finished = False
-        h = self.root_h()
-        if self.g0 + h > self.bound:
+        self._pending = None
+        self.root_h = self.heuristic(self.root)
+        if self.g0 + self.root_h > self.bound:
             self.finished = True          # pruned: f exceeds the bound
         elif self.g0 == self.bound:
             self.finished = True
             if self.root.is_solved:
                 self._pending = list(self.prefix)
-        else:
-            self.stats[1] = 1             # the root gets expanded
-        self._pending = list(self.prefix) if (self.g0 == self.bound and self.root.is_solved) else None
 
-    def root_h(self):
-        h = self.tables.h(self.root)
+    def heuristic(self, cube):
+        """The heuristic value the kernel would use for ``cube``."""
+        h = self.tables.h(cube)
         if self.corners is not None:
-            h = max(h, self.corners.parts(self.root)[0])
+            h = max(h, self.corners.parts(cube)[0])
         return h
 
     @property
@@ -266,7 +353,7 @@ class SubtreeSearch:
         return int(self.stats[1])
 
     def step(self, budget=1 << 22):
-        """Search at most ``budget`` more generated nodes; returns DONE, FOUND or PAUSED."""
+        """Search about ``budget`` more generated nodes; returns DONE, FOUND or PAUSED."""
         if self._pending is not None:
             self.solution, self._pending = self._pending, None
             return FOUND
@@ -274,23 +361,31 @@ class SubtreeSearch:
             return DONE
         t = self.tables
         mt = t.moves
+        args = (self.node, self.path, self.kids, self.kidm, self.nk, self.ki, self.box,
+                self.g0, self.last0, self.bound, int(budget), self.stats)
         if t.name == "korf":
             status = _search_korf(mt["cp"], mt["twist"], mt["e6"], mt["e6x"], t.corners,
-                                  t.edges_a, t.edges_b, self.st, self.mv, self.nx, self.box,
-                                  self.g0, self.last0, self.bound, budget, self.stats)
+                                  t.edges_a, t.edges_b, *args)
         else:
-            pc = self.corners.corners if self.corners is not None else np.zeros(1, np.uint8)
+            pc = self.corners.corners if self.corners is not None else _NO_TABLE
             r = self.root
-            mcp, mco, mep, meo = _MOVE_ARRAYS
             status = _search_reid(mt["flip"], mt["slice"], mt["twist"], mt["cp"], AXIS_MOVE_CONJ,
-                                  t.cls, t.tconj, t.table, pc, self.corners is not None,
-                                  self.st, self.mv, self.nx, self.box, self.g0, self.last0,
-                                  self.bound, budget, self.stats,
+                                  t.cls, t.tconj, t.table, pc, self.corners is not None, *args,
                                   r.cp.astype(np.int64), r.co.astype(np.int64),
-                                  r.ep.astype(np.int64), r.eo.astype(np.int64), mcp, mco, mep, meo)
+                                  r.ep.astype(np.int64), r.eo.astype(np.int64), *_MOVE_ARRAYS)
         if status == FOUND:
-            sp = int(self.box[0])
-            self.solution = self.prefix + [int(x) for x in self.mv[1:sp + 1]]
+            depth = int(self.box[0]) + 1
+            self.solution = self.prefix + [int(x) for x in self.path[1:depth + 1]]
         elif status == DONE:
             self.finished = True
         return status
+
+    def run(self, budget=1 << 22, cancelled=None):
+        """Step until DONE or FOUND (or ``cancelled()`` turns true between slices);
+        returns the last status."""
+        while True:
+            status = self.step(budget)
+            if status != PAUSED:
+                return status
+            if cancelled is not None and cancelled():
+                return PAUSED

@@ -1,0 +1,184 @@
+"""Serial optimal solver: IDA* iterations over :class:`~.search.SubtreeSearch`.
+
+>>> from apps.rubik import Solver, Cube
+>>> r = Solver().solve(Cube.from_moves("R U2 F'"))     # doctest: +SKIP
+>>> r.moves, r.length                                    # doctest: +SKIP
+("F U2 R'", 3)
+"""
+import time
+from dataclasses import asdict, dataclass, field
+
+from .cube import Cube, InvalidCubeError, format_moves
+from .korf import KorfTables
+from .reid import ReidTables
+from .search import DONE, FOUND, MAX_DEPTH, SubtreeSearch
+
+HEURISTICS = {
+    "phase1": "Kociemba phase-1 distance (flip x slice x twist, 16 symmetries) on 3 axes, "
+              "de Bondt +1 (70 MB)",
+    "phase1+corners": "phase1 and Korf's corner table, max (114 MB)",
+    "korf": "Korf 1997: corner table and two 6-edge tables, max (87 MB)",
+}
+DEFAULT_HEURISTIC = "phase1"
+
+
+class Heuristic:
+    """The tables of one heuristic, loaded once; makes subtree searches."""
+
+    def __init__(self, name=DEFAULT_HEURISTIC, cache_dir=None, progress=True, max_depth=None,
+                 log=None, cached_only=False):
+        """``max_depth``: truncated tables built in memory (tests); ``cached_only``: raise
+        LookupError instead of building a table that is not cached."""
+        if name not in HEURISTICS:
+            raise ValueError(f"unknown heuristic {name!r}; choose from {', '.join(HEURISTICS)}")
+        self.name = name
+        kw = dict(directory=cache_dir, progress=progress, max_depth=max_depth, log=log,
+                  cached_only=cached_only)
+        self.corners = None
+        if name == "korf":
+            self.tables = KorfTables.load(**kw)
+        else:
+            self.tables = ReidTables.load(**kw)
+            if name == "phase1+corners":
+                self.corners = KorfTables.load(**kw)
+        self.status = dict(self.tables.status)
+        if self.corners is not None:
+            self.status.update(self.corners.status)
+
+    def h(self, cube):
+        """Lower bound on the distance of ``cube`` from solved."""
+        h = self.tables.h(cube)
+        if self.corners is not None:
+            h = max(h, self.corners.parts(cube)[0])
+        return h
+
+    def subtree(self, cube, prefix, bound):
+        """A resumable search of the subtree under ``prefix`` with cost bound ``bound``."""
+        return SubtreeSearch(self.tables, cube, prefix, bound, corners=self.corners)
+
+
+@dataclass
+class Iteration:
+    bound: int
+    generated: int
+    expanded: int
+    seconds: float
+    solutions: int = 0
+
+
+@dataclass
+class SolveResult:
+    """What a solve found. ``solution`` is None when no solution of length <= the limit
+    exists (then ``lower_bound`` = limit + 1 is proven)."""
+    solution: list
+    solutions: list
+    lower_bound: int
+    iterations: list = field(default_factory=list)
+    seconds: float = 0.0
+    heuristic: str = DEFAULT_HEURISTIC
+    workers: dict = field(default_factory=dict)
+
+    @property
+    def length(self):
+        return None if self.solution is None else len(self.solution)
+
+    @property
+    def moves(self):
+        return None if self.solution is None else format_moves(self.solution)
+
+    @property
+    def generated(self):
+        return sum(i.generated for i in self.iterations)
+
+    @property
+    def expanded(self):
+        return sum(i.expanded for i in self.iterations)
+
+    @property
+    def nodes_per_second(self):
+        busy = sum(i.seconds for i in self.iterations)
+        return self.generated / busy if busy > 0 else 0.0
+
+    def to_dict(self):
+        d = asdict(self)
+        d.update(length=self.length, moves=self.moves, generated=self.generated,
+                 expanded=self.expanded, nodes_per_second=self.nodes_per_second,
+                 all_moves=[format_moves(s) for s in self.solutions])
+        return d
+
+
+def check_cube(cube):
+    """Accept a Cube, move string or facelet string; return a validated Cube."""
+    if isinstance(cube, Cube):
+        return Cube(cube.cp, cube.co, cube.ep, cube.eo)  # validates
+    if isinstance(cube, str):
+        s = "".join(cube.split())
+        if len(s) == 54 and set(s) <= set("URFDLB") and s[4] == "U":
+            return Cube.from_facelets(s)
+        return Cube.from_moves(cube)
+    raise InvalidCubeError(f"expected a Cube, a move string or a facelet string, got {type(cube).__name__}")
+
+
+def check_limit(max_length):
+    if max_length is None:
+        return MAX_DEPTH
+    if not isinstance(max_length, int) or not 0 <= max_length <= MAX_DEPTH:
+        raise ValueError(f"the move limit must be an integer 0..{MAX_DEPTH}, got {max_length!r}")
+    return max_length
+
+
+class Solver:
+    """Optimal (HTM) solver in one process.
+
+    ``heuristic``: one of :data:`HEURISTICS`; ``cache_dir``: table cache directory;
+    ``tables``: an already loaded :class:`Heuristic` (shares tables between solvers).
+    """
+
+    def __init__(self, heuristic=DEFAULT_HEURISTIC, cache_dir=None, progress=True, tables=None):
+        self.heuristic = tables if tables is not None else Heuristic(heuristic, cache_dir, progress)
+
+    def solve(self, cube, max_length=None, all_solutions=False, budget=1 << 22, cancelled=None,
+              on_iteration=None):
+        """Find an optimal solution of ``cube`` (all of them with ``all_solutions``), or
+        prove that none has at most ``max_length`` moves. ``cancelled()`` is polled between
+        node slices of ``budget`` nodes; on cancellation the partial result is returned
+        with ``solution=None`` and ``lower_bound`` = the last exhausted bound + 1."""
+        cube = check_cube(cube)
+        limit = check_limit(max_length)
+        t0 = time.perf_counter()
+        res = SolveResult(None, [], 0, heuristic=self.heuristic.name)
+        bound = self.heuristic.h(cube)
+        res.lower_bound = bound
+        while bound <= limit:
+            t1 = time.perf_counter()
+            s = self.heuristic.subtree(cube, [], bound)
+            found = []
+            while True:
+                st = s.run(budget, cancelled)
+                if st == FOUND:
+                    found.append(s.solution)
+                    if not all_solutions:
+                        break
+                elif st == DONE:
+                    break
+                else:  # cancelled
+                    res.iterations.append(Iteration(bound, s.generated, s.expanded,
+                                                    time.perf_counter() - t1, 0))
+                    res.seconds = time.perf_counter() - t0
+                    return res
+            it = Iteration(bound, s.generated, s.expanded, time.perf_counter() - t1, len(found))
+            res.iterations.append(it)
+            if on_iteration:
+                on_iteration(it)
+            if found:
+                res.solution, res.solutions, res.lower_bound = found[0], found, bound
+                break
+            bound += 1
+            res.lower_bound = bound
+        res.seconds = time.perf_counter() - t0
+        return res
+
+
+def verify(cube, moves):
+    """True if ``moves`` solves ``cube``."""
+    return check_cube(cube).apply(moves).is_solved
