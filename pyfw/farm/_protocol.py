@@ -15,7 +15,9 @@ worker -> master, tag DONE:
     (cid, rid, ids, values, errors, stats, status)
         ids/values: the tasks completed, in order; errors: [(position, error_info), ...]
         stats: (ntasks, sum_t, sum_t2, busy_s, idle_s, t_got, t_done) (worker clock)
-        status: "ok", "aborted" (cancelled part-way) or "dropped" (never started)
+        status: "ok", "aborted" (cancelled part-way), "dropped" (never started) or
+        "partial" (results so far of a long chunk, sent every PARTIAL_EVERY seconds so
+        results and speed estimates keep flowing; the chunk stays in flight)
 worker -> master, tag CTRL:
     ("hello", host, pid, setup_error)   once, after the setup function ran
     ("pong", t)
@@ -26,4 +28,5 @@ WORK = 11
 CTRL = 12
 DONE = 13
 
-OK, ABORTED, DROPPED = "ok", "aborted", "dropped"
+OK, ABORTED, DROPPED, PARTIAL = "ok", "aborted", "dropped", "partial"
+PARTIAL_EVERY = 0.05

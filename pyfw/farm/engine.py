@@ -182,15 +182,13 @@ class RoundState:
 
 
 class _Chunk:
-    __slots__ = ("cid", "rnd", "ids", "items", "rank", "t_sent", "t_head", "est", "twin",
-                 "stolen")
+    __slots__ = ("cid", "rnd", "ids", "items", "rank", "t_sent", "t_head", "twin", "left")
 
-    def __init__(self, cid, rnd, ids, items, rank, now, est):
+    def __init__(self, cid, rnd, ids, items, rank, now):
         self.cid, self.rnd, self.ids, self.items, self.rank = cid, rnd, ids, items, rank
+        self.left = len(ids)  # tasks whose results have not come back yet
         self.t_sent = self.t_head = now
-        self.est = est
         self.twin = None
-        self.stolen = False
 
 
 class _Worker:
@@ -245,6 +243,11 @@ class Engine:
         rnd = RoundState(rid, source, fn, star, total, policy, name or f"round-{rid}",
                          window, skip)
         policy.start(total, max(1, len(self.alive_workers())))
+        if not self.rounds:
+            # task durations differ from round to round (IDA* iterations grow ~13x): measure
+            # anew; relative worker speeds (the AWF weights) carry over
+            for w in self.workers.values():
+                w.stats.mean_recent = None
         self.rounds[rid] = rnd
         return rnd
 
@@ -334,10 +337,15 @@ class Engine:
 
     def _on_done(self, msg, src) -> None:
         cid, rid, ids, values, errors, stats, status = msg
-        chunk = self.chunks.pop(cid, None)
         w = self.workers[src]
         now = time.perf_counter()
-        if chunk is not None:
+        if status == P.PARTIAL:
+            chunk = self.chunks.get(cid)
+            if chunk is not None:
+                chunk.left -= len(ids)
+        else:
+            chunk = self.chunks.pop(cid, None)
+        if chunk is not None and status != P.PARTIAL:
             try:
                 w.inflight.remove(chunk)
             except ValueError:
@@ -347,26 +355,25 @@ class Engine:
         if stats is not None:
             n, sum_t, sum_t2, busy, idle, t_got, t_done = stats
             w.stats.record(n, sum_t, sum_t2, busy, idle)
-            if chunk is not None:
+            if chunk is not None and status != P.PARTIAL:
                 # round trip minus the worker's own time holding the chunk: network + polling
                 self.pipeline.observe_rtt((now - chunk.t_sent) - (t_done - t_got))
             self.pipeline.observe(now, busy, len(self.workers))
         rnd = self.rounds.get(rid)
         if rnd is None or rnd.cancelled:
             return
-        reported = len(ids)
         if errors:
             ids, values, errs = self._sort_errors(rnd, chunk, src, ids, values, errors)
         else:
             errs = None
         if ids:
             rnd.deliver(ids, values, errs, src)
-        if chunk is None:
+        if chunk is None or status == P.PARTIAL:
             return
         twin = chunk.twin
         if twin is not None and status == P.OK and twin.cid in self.chunks:
             self.comm.isend(("skip", [twin.cid]), twin.rank, P.CTRL)
-        if status != P.OK or reported < len(chunk.ids):
+        if status != P.OK:
             self._reconcile(chunk)
 
     def _sort_errors(self, rnd, chunk, src, ids, values, errors):
@@ -475,8 +482,8 @@ class Engine:
         if mean is None or not w.inflight:
             return 0.0
         head = w.inflight[0]
-        left = max(0.0, head.t_head + len(head.ids) * mean - now)
-        return left + sum(len(c.ids) for c in itertools.islice(w.inflight, 1, None)) * mean
+        left = max(0.0, head.t_head + len(head.ids) * mean - now, head.left * mean * 0.5)
+        return left + sum(c.left for c in itertools.islice(w.inflight, 1, None)) * mean
 
     def _dispatch(self) -> bool:
         active = [r for r in self.rounds.values() if r.has_pending()]
@@ -520,9 +527,7 @@ class Engine:
             data = Comm.dumps(msg)
         except Exception as exc:
             self._unpicklable(rnd, ids, items, exc)
-        mean = w.stats.mean_recent
-        chunk = _Chunk(cid, rnd, ids, items, w.rank, now,
-                       None if mean is None else mean * len(ids))
+        chunk = _Chunk(cid, rnd, ids, items, w.rank, now)
         if w.inflight:
             chunk.t_head = math.inf  # becomes the head when the one before it comes back
         try:
@@ -569,13 +574,13 @@ class Engine:
                 t = now
                 for pos, c in enumerate(other.inflight):
                     start = c.t_head if pos == 0 else t
-                    end = (start if start != math.inf else now) + len(c.ids) * mean
+                    end = (start if start != math.inf else now) + c.left * mean
                     t = end
                     if c.twin is not None or c.rnd.cancelled:
                         continue
                     left = end - now
                     # a copy pays if it would finish here sooner than it finishes there
-                    mine = (w.stats.mean_recent or mean) * len(c.ids)
+                    mine = (w.stats.mean_recent or mean) * c.left
                     if left > mine and left > best_left:
                         best, best_left = c, left
             if best is None:

@@ -134,7 +134,8 @@ class _Worker:
         n, s, s2 = 0, 0.0, 0.0
         status = P.OK
         clock = time.perf_counter
-        t_start = clock()
+        t_start = t_part = clock()
+        partial_at = t_start + P.PARTIAL_EVERY
         if fn is not None:
             func, star = fn
         for tid, item in zip(ids, items):
@@ -159,10 +160,18 @@ class _Worker:
             s2 += dt * dt
             done_ids.append(tid)
             values.append(value)
+            if t0 + dt > partial_at:  # a long chunk: hand over what is done so far
+                now = t0 + dt
+                self.reply(cid, rid, done_ids, values, errors,
+                           (n, s, s2, now - t_part, self.idle, t_got, now), P.PARTIAL)
+                done_ids, values, errors = [], [], []
+                n, s, s2 = 0, 0.0, 0.0
+                self.idle = 0.0
+                t_part, partial_at = now, now + P.PARTIAL_EVERY
         if status == P.OK and ctx._cancelled:  # cancelled during the last task
             status = P.ABORTED
         t_done = clock()
-        stats = (n, s, s2, t_done - t_start, self.idle, t_got, t_done)
+        stats = (n, s, s2, t_done - t_part, self.idle, t_got, t_done)
         self.idle = 0.0
         self.current = None
         self.skipped.discard(cid)

@@ -1,0 +1,261 @@
+"""The master-worker runtime: results, errors, rounds, cancellation, bad input.
+
+The same tests run serially (1 process: the serial mode) and under mpiexec at 2 and 4 ranks.
+Verdicts that only the master can check are shared with the workers, so a failure fails
+every rank instead of leaving workers waiting.
+"""
+import json
+import time
+
+import pytest
+from mpi4py import MPI
+
+import farm_tasks as ft
+from pyfw import (ConfigurationError, Farm, FarmBroken, RemoteTraceback, TaskError,
+                  TaskSerializationError)
+from pyfw.farm import POLICIES
+
+COMM = MPI.COMM_WORLD
+both = pytest.mark.parametrize("mode", [
+    pytest.param("serial", marks=[]),
+    pytest.param("mpi", marks=pytest.mark.mpi(min_size=2)),
+])
+
+
+def comm_for(mode):
+    return MPI.COMM_SELF if mode == "serial" else COMM
+
+
+def run_master(comm, body, **farm_kwargs):
+    """Run ``body(farm)`` on the master; return its value on every rank (None on failure
+    is re-raised everywhere as AssertionError)."""
+    outcome = None
+    with Farm(comm, **farm_kwargs) as farm:
+        if farm.is_master:
+            try:
+                outcome = ("ok", body(farm))
+            except Exception as exc:  # shared so that workers fail too
+                outcome = ("error", f"{type(exc).__name__}: {exc}")
+    outcome = comm.bcast(outcome, root=0)
+    if outcome[0] == "error":
+        raise AssertionError(f"master failed: {outcome[1]}")
+    return outcome[1]
+
+
+@both
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_policy_returns_each_result_exactly_once(mode, policy):
+    comm = comm_for(mode)
+    n = 503
+
+    def body(farm):
+        ordered = list(farm.map(ft.where, range(n)))
+        unordered = list(farm.map(ft.square, range(n), unordered=True))
+        return ordered, unordered, farm.stats()
+
+    ordered, unordered, stats = run_master(comm, body, policy=policy, tail_duplication=False)
+    assert [x for x, _ in ordered] == list(range(n))
+    assert sorted(unordered) == [(i, i * i) for i in range(n)]
+    assert stats["tasks"] == 2 * n        # no task ran twice
+    if comm.size > 1:
+        assert {r for _, r in ordered} <= set(range(1, comm.size))
+
+
+@both
+def test_map_forms_match_builtin_map(mode):
+    comm = comm_for(mode)
+
+    def body(farm):
+        return (list(farm.map([ft.Square(i) for i in range(50)])),
+                list(farm.map(ft.add, range(10), range(100, 110))),
+                list(farm.starmap(ft.add, [(1, 2), (3, 4)])),
+                list(farm.map(ft.square, (i for i in range(30)), chunksize=7)),
+                list(farm.map(ft.square, [])))
+
+    tasks, two, star, lazy, empty = run_master(comm, body)
+    assert tasks == [i * i for i in range(50)]
+    assert two == list(map(ft.add, range(10), range(100, 110)))
+    assert star == [3, 7] and lazy == [i * i for i in range(30)] and empty == []
+
+
+@both
+def test_task_error_carries_remote_traceback(mode):
+    comm = comm_for(mode)
+
+    def body(farm):
+        try:
+            list(farm.map(ft.fail_on_seven, range(20)))
+        except TaskError as exc:
+            return (exc.index, exc.rank, exc.exc_type, str(exc), type(exc.__cause__).__name__,
+                    str(exc.__cause__), type(exc.exception).__name__)
+        return None
+
+    got = run_master(comm, body)
+    assert got is not None, "the failing task did not raise"
+    index, rank, exc_type, msg, cause_type, cause, original = got
+    assert index == 7 and exc_type == "ValueError" and original == "ValueError"
+    assert "seven is not allowed" in msg and f"rank {rank}" in msg
+    assert cause_type == "RemoteTraceback"
+    assert "fail_on_seven" in cause and "Worker rank" in cause and "ValueError" in cause
+    if comm.size > 1:
+        assert rank >= 1
+
+
+@both
+def test_collect_mode_and_retries(mode):
+    comm = comm_for(mode)
+
+    def body(farm):
+        out = list(farm.map(ft.fail_on_seven, range(10)))
+        return [type(v).__name__ if isinstance(v, Exception) else v for v in out], \
+            [v.attempts for v in out if isinstance(v, TaskError)]
+
+    values, attempts = run_master(comm, body, on_error="collect", retries=2)
+    assert values == [0, 1, 2, 3, 4, 5, 6, "TaskError", 8, 9]
+    assert attempts == [3]   # first run + 2 retries, then reported
+
+
+@both
+def test_rounds_and_cancellation_return_workers_to_idle(mode):
+    comm = comm_for(mode)
+
+    def body(farm):
+        seen = []
+        for rnd_no in range(3):          # several waves over the same workers
+            rnd = farm.round([ft.Spin(i, 0.02 if i == 0 else 30.0) for i in range(40)])
+            first = next(iter(rnd))
+            seen.append(first.result)
+            t0 = time.perf_counter()
+            rnd.cancel()                 # waits until every worker is idle again
+            seen.append(time.perf_counter() - t0)
+            if farm.engine.__class__.__name__ == "Engine":
+                assert not farm.engine.chunks, "chunks still in flight after cancel"
+                assert all(not w.inflight for w in farm.engine.workers.values())
+        after = list(farm.map(ft.square, range(20)))
+        return seen, after
+
+    seen, after = run_master(comm, body)
+    firsts, waits = seen[0::2], seen[1::2]
+    assert all(f == ("done", 0) for f in firsts)
+    assert max(waits) < 5.0              # the 30 s tasks stopped promptly
+    assert after == [i * i for i in range(20)]
+
+
+@both
+def test_setup_and_resources_load_once_per_worker(mode):
+    comm = comm_for(mode)
+
+    def body(farm):
+        marks = list(farm.map([ft.ReadsMarker() for _ in range(10)]))
+        uses = list(farm.map([ft.UsesTable(i) for i in range(60)]))
+        return marks, uses
+
+    marks, uses = run_master(comm, body, setup=ft.setup_marker, setup_args=("hello",))
+    assert marks == ["hello"] * 10
+    per_rank = {}
+    for _, rank, table_id, pid in uses:
+        per_rank.setdefault(rank, set()).add((table_id, pid))
+    assert all(len(v) == 1 for v in per_rank.values())   # one table object per worker
+
+
+@both
+def test_failing_setup_breaks_the_farm_with_its_cause(mode):
+    comm = comm_for(mode)
+    if mode == "serial":
+        with pytest.raises(RuntimeError, match="table file missing"):
+            Farm(comm, setup=ft.failing_setup)
+        return
+
+    def body(farm):
+        try:
+            list(farm.map(ft.square, range(10)))
+        except FarmBroken as exc:
+            return str(exc), str(exc.__cause__.__cause__)
+        return None
+
+    got = run_master(comm, body, setup=ft.failing_setup)
+    assert got is not None
+    assert "setup function failed" in got[0] and "table file missing" in got[0]
+    assert "failing_setup" in got[1]
+
+
+@pytest.mark.mpi(min_size=2)
+def test_unpicklable_task_fails_on_every_rank():
+    if COMM.rank == 0:
+        with pytest.raises(TaskSerializationError, match=r"task 3 .*Holds.* cannot be pickled"):
+            with Farm(COMM) as farm:
+                list(farm.map([ft.Square(0), ft.Square(1), ft.Square(2), ft.Holds()],
+                              chunksize=1))
+    else:
+        with pytest.raises(FarmBroken, match="TaskSerializationError"):
+            with Farm(COMM) as farm:
+                pass
+
+
+@pytest.mark.mpi(min_size=2)
+def test_unpicklable_function_and_result():
+    def body(farm):
+        out = []
+        try:
+            list(farm.map(lambda x: x, range(3)))
+        except TaskSerializationError as exc:
+            out.append(str(exc))
+        try:
+            list(farm.map(ft.unpicklable_result, range(3)))
+        except TaskError as exc:
+            out.append((exc.exc_type, str(exc)))
+        return out
+
+    fn_msg, (res_type, res_msg) = run_master(COMM, body)
+    assert "cannot be pickled" in fn_msg and "lambda" in fn_msg
+    assert res_type == "TaskSerializationError" and "result of task 0" in res_msg
+
+
+@both
+def test_bad_inputs_give_clear_errors_on_every_rank(mode):
+    comm = comm_for(mode)
+    with pytest.raises(ConfigurationError, match="unknown scheduling policy 'quickest'"):
+        Farm(comm, policy="quickest")
+    with pytest.raises(ConfigurationError, match="on_error"):
+        Farm(comm, on_error="ignore")
+
+    def body(farm):
+        try:
+            list(farm.map([ft.Square(1), 42]))
+        except TypeError as exc:
+            return str(exc)
+
+    msg = run_master(comm, body)
+    assert "item 1 is a int, not a pyfw.Task" in msg
+
+
+@both
+def test_stats_summary_json(mode, tmp_path_factory):
+    comm = comm_for(mode)
+    path = str(tmp_path_factory.mktemp("stats") / "stats.json") if comm.rank == 0 else None
+
+    def body(farm):
+        list(farm.map(ft.square, range(1000)))
+        farm.write_stats(path)
+        return json.load(open(path))
+
+    stats = run_master(comm, body)
+    assert stats["tasks"] == 1000
+    assert sum(w["tasks"] for w in stats["workers"]) == 1000
+    assert len(stats["workers"]) == max(1, comm.size - 1)
+    if comm.size > 1:
+        assert all(w["bytes_to"] > 0 and w["bytes_from"] > 0
+                   for w in stats["workers"] if w["tasks"])
+
+
+@pytest.mark.mpi(min_size=3)
+def test_straggler_is_overtaken_by_a_copy():
+    # rank 1 would take 20 s per task; with a 0.3 s task timeout copies go elsewhere
+    def body(farm):
+        t0 = time.perf_counter()
+        out = list(farm.map([ft.StraggleOnRank(i, 1, 20.0) for i in range(6)], chunksize=1))
+        return out, time.perf_counter() - t0, farm.stats()["duplicates"]
+
+    out, elapsed, dups = run_master(COMM, body, task_timeout=0.3, policy="ss")
+    assert [i for i, _ in out] == list(range(6))
+    assert elapsed < 15.0 and dups >= 1
