@@ -16,8 +16,9 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import time
 
-__all__ = ["find_mpiexec", "mpiexec_argv", "mpi_env", "run", "main"]
+__all__ = ["find_mpiexec", "mpiexec_argv", "mpi_env", "run", "kill_job", "main"]
 
 #: exit status used when the deadline kills the job (the same as coreutils ``timeout``)
 TIMEOUT_STATUS = 124
@@ -87,10 +88,10 @@ def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: b
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(proc)
+        kill_job(proc)
         out, err = proc.communicate()
     except BaseException:
-        _kill_group(proc)
+        kill_job(proc)
         proc.communicate()
         raise
     result = subprocess.CompletedProcess(argv, TIMEOUT_STATUS if timed_out else proc.returncode,
@@ -99,17 +100,45 @@ def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: b
     return result
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+def _session_members(sid: int) -> list[int]:
+    """Pids of the processes in session ``sid`` (Linux /proc; empty elsewhere)."""
+    pids = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
         try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # fields after "(comm)": state ppid pgrp session ...
+            pids.append(int(entry))
+    return pids
+
+
+def kill_job(proc: subprocess.Popen, grace: float = 3.0,
+             signals=(signal.SIGTERM, signal.SIGKILL)) -> None:
+    """Kill a job started with ``start_new_session=True``: mpiexec and every rank.
+
+    Open MPI starts each rank in a process group of its own, so killing mpiexec's group is
+    not enough; every process of the session is signalled (SIGTERM, then SIGKILL).
+    """
+    for sig in signals:
+        targets = set(_session_members(proc.pid)) | {proc.pid}
+        for pid in targets:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
-            proc.wait(timeout=3)
-            return
+            proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             continue
+        if sig == signal.SIGTERM and not _session_members(proc.pid):
+            return
+    deadline = time.monotonic() + grace
+    while _session_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def main(argv: list[str] | None = None) -> int:
