@@ -61,9 +61,12 @@ def _reset_fast_paths() -> None:
 _NOTIFIED: set[str] = set()
 
 
-def _forget(comm, keyval, plan):  # MPI attribute delete callback: the comm is being freed
-    _PLANS.pop(getattr(plan, "handle", None), None)
-    _reset_fast_paths()
+def _forget(comm, keyval, plan):
+    """MPI attribute delete callback: the comm is being freed, or the attribute replaced."""
+    h = getattr(plan, "handle", None)
+    if _PLANS.get(h) is plan:
+        del _PLANS[h]
+        _reset_fast_paths()
 
 
 _KEYVAL = MPI.Comm.Create_keyval(delete_fn=_forget)
@@ -133,7 +136,9 @@ class Plan:
         self._smp.clear()
         if self.priv != MPI.COMM_NULL:
             self.priv.Free()
-        _PLANS.pop(self.handle, None)
+            self.priv = MPI.COMM_NULL
+        if _PLANS.get(self.handle) is self:
+            del _PLANS[self.handle]
         _reset_fast_paths()
 
 
