@@ -108,3 +108,16 @@ class StraggleOnRank(Task):
             while time.perf_counter() < end and not ctx.cancelled():
                 time.sleep(0.002)
         return (self.i, ctx.rank)
+
+
+def init_counter(value):
+    global _INIT_VALUE
+    _INIT_VALUE = value
+
+
+def read_init(_):
+    return _INIT_VALUE
+
+
+def bad_init():
+    raise OSError("cannot open /nonexistent/weights.bin")

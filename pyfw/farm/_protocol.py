@@ -4,8 +4,12 @@ All messages are pickled tuples sent through :class:`pyfw.comm.Comm` on the farm
 duplicated communicator; tags are fixed, identifiers ride in the payload.
 
 master -> worker, tag WORK:
-    (cid, rid, fn, ids, items)          a chunk: ``fn`` is None for Task items, else the
-                                        function applied to each item; ``ids`` a range or list
+    (cid, rid, ids, payload)            a chunk; ``ids`` a range or list, ``payload`` the
+                                        pickled ``(fn, items)``: ``fn`` is None for Task items,
+                                        else ``(function, star)`` applied to each item. The
+                                        payload is unpickled apart so that a task whose class
+                                        cannot be imported on the worker fails alone, with
+                                        an error the master can attribute, and never hangs
 master -> worker, tag CTRL:
     ("cancel", rid)                     drop queued chunks of round rid, flag the running one
     ("skip", [cid, ...])                drop (or stop) these chunks: their twins finished

@@ -522,9 +522,8 @@ class Engine:
     def _send(self, w: _Worker, rnd: RoundState, ids, items, now) -> _Chunk | None:
         cid = next(self._cid)
         wire_ids = range(ids[0], ids[-1] + 1) if ids[-1] - ids[0] == len(ids) - 1 else ids
-        msg = (cid, rnd.rid, rnd.wire_fn, wire_ids, items)
         try:
-            data = Comm.dumps(msg)
+            data = Comm.dumps((cid, rnd.rid, wire_ids, Comm.dumps((rnd.wire_fn, items))))
         except Exception as exc:
             self._unpicklable(rnd, ids, items, exc)
         chunk = _Chunk(cid, rnd, ids, items, w.rank, now)

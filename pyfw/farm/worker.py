@@ -123,9 +123,20 @@ class _Worker:
 
     # -------------------------------------------------------------- running
     def run_chunk(self, chunk, t_got: float) -> None:
-        cid, rid, fn, ids, items = chunk
+        cid, rid, ids, payload = chunk
         if rid in self.cancelled_rounds or cid in self.skipped:
             self.reply(cid, rid, [], [], [], None, P.DROPPED)
+            return
+        try:
+            fn, items = pickle.loads(payload)
+        except Exception as exc:
+            err = TaskSerializationError(
+                f"rank {self.comm.rank} cannot unpickle the tasks it was sent "
+                f"({type(exc).__name__}: {exc}); is their module importable on every rank?")
+            info = error_info(err, self.comm.rank, self.comm.size, self.comm.host)
+            ids = list(ids)
+            self.reply(cid, rid, ids, [None] * len(ids), [(p, info) for p in range(len(ids))],
+                       (0, 0.0, 0.0, 0.0, self.idle, t_got, time.perf_counter()), P.OK)
             return
         ctx = self.ctx
         ctx._begin()
