@@ -157,3 +157,15 @@ def test_done_tracker():
     for i in order[500:]:
         d.add(i)
     assert d.low == 1000 and not d.high
+
+
+def test_done_tracker_ranges_and_overlaps():
+    d = _Done()
+    d.add_range(10, 20)
+    d.add_range(30, 40)
+    assert 15 in d and 25 not in d and 5 not in d
+    assert d.overlaps(19, 25) and not d.overlaps(20, 30) and d.overlaps(0, 11)
+    d.add_range(0, 10)          # joins the low block, which swallows [10, 20)
+    assert d.low == 20 and d.high == 10
+    d.add_range(20, 30)
+    assert d.low == 40 and d.high == 0

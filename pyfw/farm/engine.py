@@ -13,6 +13,7 @@ duplication); a task lost ``max_attempts`` times is quarantined.
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import pickle
@@ -44,32 +45,65 @@ def make_task_error(index, rank, info, attempts=1, cls=TaskError) -> TaskError:
 
 
 class _Done:
-    """Tracks finished task ids with memory proportional to the out-of-order ones only."""
+    """The set of finished task ids: everything below ``low``, plus disjoint half-open
+    intervals above it (as many as there are out-of-order chunks, so a handful)."""
 
-    __slots__ = ("low", "high")
+    __slots__ = ("low", "starts", "stops")
 
     def __init__(self):
-        self.low = 0        # every id < low is done
-        self.high = set()   # done ids >= low
+        self.low = 0
+        self.starts: list[int] = []
+        self.stops: list[int] = []
 
     def __contains__(self, tid: int) -> bool:
-        return tid < self.low or tid in self.high
+        if tid < self.low:
+            return True
+        i = bisect.bisect_right(self.starts, tid) - 1
+        return i >= 0 and tid < self.stops[i]
+
+    def overlaps(self, a: int, b: int) -> bool:
+        """True if any id in [a, b) is done."""
+        if a < self.low:
+            return True
+        i = bisect.bisect_right(self.starts, b - 1) - 1
+        return i >= 0 and self.stops[i] > a
+
+    def add_range(self, a: int, b: int) -> None:
+        """Mark [a, b) done (it must not overlap what is done already)."""
+        starts, stops = self.starts, self.stops
+        i = bisect.bisect_left(starts, a)
+        if i > 0 and stops[i - 1] == a:          # extends the interval before
+            i -= 1
+            stops[i] = b
+        else:
+            starts.insert(i, a)
+            stops.insert(i, b)
+        if i + 1 < len(starts) and starts[i + 1] == stops[i]:   # meets the one after
+            stops[i] = stops.pop(i + 1)
+            starts.pop(i + 1)
+        if starts and starts[0] == self.low:
+            self.low = stops[0]
+            del starts[0], stops[0]
 
     def add(self, tid: int) -> None:
-        if tid == self.low:
-            self.low += 1
-            high = self.high
-            while self.low in high:
-                high.discard(self.low)
-                self.low += 1
-        elif tid > self.low:
-            self.high.add(tid)
+        if tid not in self:
+            self.add_range(tid, tid + 1)
+
+    @property
+    def high(self) -> int:
+        """How many finished ids lie above ``low`` (out of order)."""
+        return sum(b - a for a, b in zip(self.starts, self.stops))
 
 
 class RoundState:
-    """One wave of tasks: its source, what is pending, done, and what to hand back."""
+    """One wave of tasks: its source, what is pending, done, and what to hand back.
 
-    LOOKAHEAD = 1024
+    Tasks are read from the source in blocks (never more than a chunk's worth ahead of
+    dispatch, so a huge or lazy stream costs bounded memory) and keep consecutive ids, so a
+    chunk's ids travel as a ``range``.
+    """
+
+    READ_AHEAD = 1024
 
     def __init__(self, rid, source, fn, star, total, policy: Policy, name, window=None,
                  skip=None):
@@ -77,9 +111,12 @@ class RoundState:
         self.name = name
         self.source = iter(source)
         self.policy = policy
-        self.next_tid = 0
+        self.next_tid = 0                # ids handed to tasks read so far
         self.exhausted = False
-        self.ahead: deque = deque()      # (tid, item) read from the source, not yet sent
+        self.buf: list = []              # items read, not yet sent ...
+        self.buf_ids = None              # ... their ids (None: consecutive from buf_start)
+        self.buf_start = 0
+        self.buf_pos = 0
         self.retry: deque = deque()      # (tid, item) to send again first
         self.done = _Done()
         self.ndone = 0
@@ -94,89 +131,123 @@ class RoundState:
         self.started = time.perf_counter()
 
     # ---------------------------------------------------------------- task supply
-    def _fill(self, want: int) -> None:
-        ahead = self.ahead
-        while len(ahead) < want and not self.exhausted:
-            try:
-                item = next(self.source)
-            except StopIteration:
-                self.exhausted = True
-                if self.total is None:
-                    self.total = self.next_tid
-                break
-            tid = self.next_tid
-            self.next_tid += 1
-            if tid in self.skip:
-                self.deliver([tid], [self.skip.pop(tid)], None, -1)
-                continue
-            ahead.append((tid, item))
+    def _refill(self, want: int) -> None:
+        """Read the next block of tasks (at least ``want`` if the source has them)."""
+        if self.exhausted:
+            return
+        n_want = max(want, self.READ_AHEAD)
+        items = list(itertools.islice(self.source, n_want))
+        start = self.next_tid
+        self.next_tid += len(items)
+        if len(items) < n_want:
+            self.exhausted = True
+            if self.total is None:
+                self.total = self.next_tid
+        self.buf_start, self.buf_pos, self.buf_ids = start, 0, None
+        if self.skip:  # results known from the journal are delivered, not sent
+            ids, kept = [], []
+            for off, item in enumerate(items):
+                tid = start + off
+                if tid in self.skip:
+                    self.deliver([tid], [self.skip.pop(tid)], None, -1)
+                else:
+                    ids.append(tid)
+                    kept.append(item)
+            items, self.buf_ids = kept, ids
+        self.buf = items
+
+    def _buffered(self) -> int:
+        return len(self.buf) - self.buf_pos
+
+    def _next_tid(self) -> int:
+        pos = self.buf_pos
+        return self.buf_start + pos if self.buf_ids is None else self.buf_ids[pos]
 
     def remaining(self) -> int:
         """Tasks not yet handed out (exact when the total is known, else read-ahead)."""
-        self._fill(self.LOOKAHEAD)
-        return len(self.ahead) + len(self.retry)
+        if not self._buffered():
+            self._refill(1)
+        left = len(self.retry) + self._buffered()
+        if self.total is not None and not self.exhausted:
+            left += self.total - self.next_tid
+        return left
 
     def has_pending(self) -> bool:
         if self.cancelled or self.failed is not None:
             return False
         if self.retry:
             return True
-        self._fill(1)
-        if not self.ahead:
-            return False
-        if self.window is not None and self.ahead[0][0] >= self.window_base + self.window:
-            return False
-        return True
+        if not self._buffered():
+            self._refill(1)
+            if not self._buffered():
+                return False
+        return self.window is None or self._next_tid() < self.window_base + self.window
 
-    def take(self, k: int) -> tuple[list, list]:
-        ids, items = [], []
-        retry = self.retry
-        while retry and len(ids) < k:
-            tid, item = retry.popleft()
-            if tid not in self.done:
-                ids.append(tid)
-                items.append(item)
-        if len(ids) < k:
-            self._fill(k - len(ids))
-            ahead = self.ahead
-            limit = None if self.window is None else self.window_base + self.window
-            while ahead and len(ids) < k:
-                if limit is not None and ahead[0][0] >= limit:
-                    break
-                tid, item = ahead.popleft()
-                ids.append(tid)
-                items.append(item)
+    def take(self, k: int):
+        """Up to ``k`` tasks to send: ``(ids, items)``; ids a range when consecutive."""
+        if self.retry:
+            ids, items = [], []
+            while self.retry and len(ids) < k:
+                tid, item = self.retry.popleft()
+                if tid not in self.done:
+                    ids.append(tid)
+                    items.append(item)
+            return ids, items
+        if not self._buffered():
+            self._refill(k)
+        pos = self.buf_pos
+        n = min(k, self._buffered())
+        if self.window is not None and n:
+            n = max(0, min(n, self.window_base + self.window - self._next_tid()))
+        items = self.buf[pos:pos + n]
+        if self.buf_ids is None:
+            first = self.buf_start + pos
+            ids = range(first, first + n)
+        else:
+            ids = self.buf_ids[pos:pos + n]
+        self.buf_pos = pos + n
+        if self.buf_pos == len(self.buf):
+            self.buf, self.buf_ids, self.buf_pos = [], None, 0
         return ids, items
+
+    def drop_pending(self) -> None:
+        self.buf, self.buf_ids, self.buf_pos = [], None, 0
+        self.retry.clear()
 
     @property
     def finished(self) -> bool:
         if self.cancelled or self.failed is not None:
             return True
-        return self.exhausted and not self.ahead and not self.retry and \
-            self.total is not None and self.ndone >= self.total
+        return (self.exhausted and not self._buffered() and not self.retry
+                and self.total is not None and self.ndone >= self.total)
 
     # ---------------------------------------------------------------- results
     def deliver(self, ids, values, errors, rank) -> None:
         """Record results (dropping duplicates) and queue them for the consumer."""
         done = self.done
-        if len(ids) == 1 or all(t not in done for t in ids):
-            fresh_ids, fresh_vals, fresh_errs = ids, values, errors
-            if len(ids) == 1 and ids[0] in done:
-                return
-            for t in ids:
-                done.add(t)
+        if isinstance(ids, range):
+            fresh = not done.overlaps(ids.start, ids.stop)
+            if fresh and len(ids):
+                done.add_range(ids.start, ids.stop)
         else:
-            fresh_ids, fresh_vals, fresh_errs = [], [], {} if errors else None
+            fresh = all(t not in done for t in ids)
+            if fresh:
+                for t in ids:
+                    done.add_range(t, t + 1)
+        if fresh:
+            fresh_ids, fresh_vals, fresh_errs = ids, values, errors
+        else:
+            fresh_ids, fresh_vals, fresh_errs = [], [], {}
             for pos, t in enumerate(ids):
                 if t in done:
                     continue
-                done.add(t)
+                done.add_range(t, t + 1)
                 if errors and pos in errors:
                     fresh_errs[len(fresh_ids)] = errors[pos]
                 fresh_ids.append(t)
                 fresh_vals.append(values[pos])
-            if not fresh_ids:
-                return
+        if not len(fresh_ids):
+            return
         self.ndone += len(fresh_ids)
         self.outputs.append((fresh_ids, fresh_vals, fresh_errs or None, rank))
 
@@ -257,8 +328,7 @@ class Engine:
     def cancel_round(self, rnd: RoundState, wait: bool = True, timeout: float = 30.0) -> None:
         """Drop pending tasks and stop running ones; with ``wait``, until workers are idle."""
         rnd.cancelled = True
-        rnd.ahead.clear()
-        rnd.retry.clear()
+        rnd.drop_pending()
         for w in self.alive_workers():
             if any(c.rnd is rnd for c in w.inflight):
                 self.comm.isend(("cancel", rnd.rid), w.rank, P.CTRL)
@@ -521,7 +591,9 @@ class Engine:
 
     def _send(self, w: _Worker, rnd: RoundState, ids, items, now) -> _Chunk | None:
         cid = next(self._cid)
-        wire_ids = range(ids[0], ids[-1] + 1) if ids[-1] - ids[0] == len(ids) - 1 else ids
+        if not isinstance(ids, range) and ids[-1] - ids[0] == len(ids) - 1:
+            ids = range(ids[0], ids[-1] + 1)  # consecutive after all: send it compactly
+        wire_ids = ids
         try:
             data = Comm.dumps((cid, rnd.rid, wire_ids, Comm.dumps((rnd.wire_fn, items))))
         except Exception as exc:
@@ -653,39 +725,54 @@ class SerialEngine:
 
     def cancel_round(self, rnd, wait=True, timeout=30.0) -> None:
         rnd.cancelled = True
-        rnd.ahead.clear()
-        rnd.retry.clear()
+        rnd.drop_pending()
 
     def step(self) -> bool:
+        """Run the next few tasks (about 2 ms of work) in this process."""
         from .worker import error_info
         rnd = next((r for r in self.rounds.values() if r.has_pending()), None)
         if rnd is None:
             return False
-        (tid,), (item,) = rnd.take(1)
+        mean = self.stats.mean_recent
+        k = 1 if mean is None else max(1, min(10_000, int(2e-3 / mean)))
+        ids, items = rnd.take(k)
         self.current = rnd
-        self.ctx._begin()
-        t0 = time.perf_counter()
-        err = None
-        try:
-            if rnd.fn is None:
-                value = item.run(self.ctx)
-            elif rnd.star:
-                value = rnd.fn(*item)
-            else:
-                value = rnd.fn(item)
-        except Exception as exc:
-            value = None
-            tries = rnd.attempts.get(tid, 0) + 1
-            if tries <= self.retries:
+        ctx = self.ctx
+        clock = time.perf_counter
+        done_ids, values, errors = [], [], {}
+        n, s, s2 = 0, 0.0, 0.0
+        t_start = clock()
+        for tid, item in zip(ids, items):
+            if rnd.cancelled:
+                break
+            ctx._begin()
+            t0 = clock()
+            try:
+                if rnd.fn is None:
+                    value = item.run(ctx)
+                elif rnd.star:
+                    value = rnd.fn(*item)
+                else:
+                    value = rnd.fn(item)
+            except Exception as exc:
+                value = None
+                tries = rnd.attempts.get(tid, 0) + 1
                 rnd.attempts[tid] = tries
-                rnd.retry.append((tid, item))
-                return True
-            err = {0: make_task_error(tid, 0, error_info(exc, 0, 1, self.ctx.host), tries)}
-        dt = time.perf_counter() - t0
+                if tries <= self.retries:
+                    rnd.retry.append((tid, item))
+                    continue
+                errors[len(done_ids)] = make_task_error(
+                    tid, 0, error_info(exc, 0, 1, ctx.host), tries)
+            dt = clock() - t0
+            n += 1
+            s += dt
+            s2 += dt * dt
+            done_ids.append(tid)
+            values.append(value)
         self.current = None
-        self.stats.record(1, dt, dt * dt, dt, 0.0)
-        if not rnd.cancelled:
-            rnd.deliver([tid], [value], err, 0)
+        self.stats.record(n, s, s2, clock() - t_start, 0.0)
+        if done_ids and not rnd.cancelled:
+            rnd.deliver(done_ids, values, errors or None, 0)
         return True
 
     def shutdown(self, reason=None) -> None:

@@ -45,6 +45,7 @@ class _Worker:
         self.stop_reason = None
         self.stopping = False
         self.idle = 0.0
+        self.batch, self.batch_round = 1, None  # tasks per timed sub-batch (adaptive)
         self.ctx = Context(comm.rank, comm.size, comm.host, check=self._current_cancelled)
 
     # -------------------------------------------------------------- messages
@@ -141,44 +142,57 @@ class _Worker:
         ctx = self.ctx
         ctx._begin()
         self.current = (cid, rid)
-        done_ids, values, errors = [], [], []
+        if rid != self.batch_round:
+            self.batch, self.batch_round = 1, rid
+        values, errors = [], []
         n, s, s2 = 0, 0.0, 0.0
         status = P.OK
         clock = time.perf_counter
         t_start = t_part = clock()
         partial_at = t_start + P.PARTIAL_EVERY
-        if fn is not None:
-            func, star = fn
-        for tid, item in zip(ids, items):
+        func, star = fn if fn is not None else (None, False)
+        total = len(items)
+        pos = part = 0
+        # Tasks run in sub-batches timed as a whole: one task at a time while they are long,
+        # up to thousands when they take microseconds, so timing and cancel checks cost
+        # nothing per task. A failing task is caught alone (its neighbours still count).
+        while pos < total:
             if ctx.cancelled():
                 status = P.ABORTED
                 break
+            end = min(total, pos + self.batch)
             t0 = clock()
-            try:
-                if fn is None:
-                    value = item.run(ctx)
-                elif star:
-                    value = func(*item)
-                else:
-                    value = func(item)
-            except Exception as exc:
-                errors.append((len(values), error_info(exc, self.comm.rank, self.comm.size,
-                                                       self.comm.host)))
-                value = None
-            dt = clock() - t0
-            n += 1
+            for item in items[pos:end]:
+                try:
+                    if func is None:
+                        value = item.run(ctx)
+                    elif star:
+                        value = func(*item)
+                    else:
+                        value = func(item)
+                except Exception as exc:
+                    errors.append((len(values), error_info(exc, self.comm.rank,
+                                                           self.comm.size, self.comm.host)))
+                    value = None
+                values.append(value)
+            now = clock()
+            dt = now - t0
+            k = end - pos
+            n += k
             s += dt
-            s2 += dt * dt
-            done_ids.append(tid)
-            values.append(value)
-            if t0 + dt > partial_at:  # a long chunk: hand over what is done so far
-                now = t0 + dt
-                self.reply(cid, rid, done_ids, values, errors,
+            s2 += dt * dt / k
+            pos = end
+            if dt < 2e-4:
+                self.batch = min(2 * self.batch, 8192)
+            elif dt > 2e-3 and self.batch > 1:
+                self.batch //= 2
+            if now > partial_at and pos < total:  # a long chunk: hand over what is done
+                self.reply(cid, rid, ids[part:pos], values, errors,
                            (n, s, s2, now - t_part, self.idle, t_got, now), P.PARTIAL)
-                done_ids, values, errors = [], [], []
+                values, errors = [], []
                 n, s, s2 = 0, 0.0, 0.0
                 self.idle = 0.0
-                t_part, partial_at = now, now + P.PARTIAL_EVERY
+                part, t_part, partial_at = pos, now, now + P.PARTIAL_EVERY
         if status == P.OK and ctx._cancelled:  # cancelled during the last task
             status = P.ABORTED
         t_done = clock()
@@ -186,7 +200,7 @@ class _Worker:
         self.idle = 0.0
         self.current = None
         self.skipped.discard(cid)
-        self.reply(cid, rid, done_ids, values, errors, stats, status)
+        self.reply(cid, rid, ids[part:pos], values, errors, stats, status)
 
     def loop(self) -> None:
         backoff = Backoff()

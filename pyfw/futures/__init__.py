@@ -52,29 +52,41 @@ class InitializerError(Exception):
     """The executor's initializer raised on a worker."""
 
 
+def _ensure_initialized(exid, initializer, initargs) -> None:
+    """Run the executor's initializer once on this worker (remember a failure)."""
+    key = ("init", exid)
+    if key not in _worker_state:
+        try:
+            initializer(*initargs)
+        except Exception as exc:
+            _worker_state[key] = exc
+        else:
+            _worker_state[key] = None
+    failed = _worker_state[key]
+    if failed is not None:
+        raise InitializerError(f"the executor's initializer failed on this worker: "
+                               f"{type(failed).__name__}: {failed}")
+
+
 def _run_submitted(item):
-    """Worker side: ``item = (executor_id, initializer, initargs, fn, args, kwargs)``."""
+    """Worker side of ``submit``: ``item = (executor_id, initializer, initargs, fn, args,
+    kwargs)``."""
     exid, initializer, initargs, fn, args, kwargs = item
     if initializer is not None:
-        state = _worker_state
-        key = ("init", exid)
-        if key not in state:
-            try:
-                initializer(*initargs)
-            except Exception as exc:
-                state[key] = exc
-            else:
-                state[key] = None
-        if state[key] is not None:
-            raise InitializerError(f"the executor's initializer failed on this worker: "
-                                   f"{type(state[key]).__name__}: {state[key]}")
+        _ensure_initialized(exid, initializer, initargs)
     return fn(*args, **kwargs)
 
 
-def _run_mapped(item):
-    """Worker side of ``map``: ``item = (executor_id, initializer, initargs, fn, args)``."""
-    exid, initializer, initargs, fn, args = item
-    return _run_submitted((exid, initializer, initargs, fn, args, {}))
+class _MapCall:
+    """Worker side of ``map``: the user's function, sent once per chunk, items bare."""
+
+    def __init__(self, exid, initializer, initargs, fn):
+        self.exid, self.initializer, self.initargs, self.fn = exid, initializer, initargs, fn
+
+    def __call__(self, *args):
+        if self.initializer is not None:
+            _ensure_initialized(self.exid, self.initializer, self.initargs)
+        return self.fn(*args)
 
 
 _worker_state: dict = {}
@@ -187,19 +199,19 @@ class Executor(cf.Executor):
         if not iterables:
             raise TypeError("map() needs at least one iterable")
         deadline = None if timeout is None else time.monotonic() + timeout
-        exid, (init, initargs) = self._id, self._init
-        if star:
-            items = ((exid, init, initargs, fn, tuple(a)) for a in iterables[0])
+        call = _MapCall(self._id, *self._init, fn)
+        if len(iterables) > 1:
+            items, star = zip(*iterables), True
         else:
-            items = ((exid, init, initargs, fn, a) for a in zip(*iterables))
+            items = iterables[0]
         lens = [len(it) for it in iterables if hasattr(it, "__len__")]
         total = min(lens) if len(lens) == len(iterables) else None
         reply = {"records": deque(), "done": False, "error": None}
         window = None if unordered else (buffersize or 65536)
         with self._lock:
             self._check_open()
-            self._maps.append((items, total, None if chunksize in (None, 1) else chunksize,
-                               window, reply))
+            self._maps.append((call, star, items, total,
+                               None if chunksize in (None, 1) else chunksize, window, reply))
             self._wake.notify()
         return self._map_results(reply, unordered, deadline)
 
@@ -222,10 +234,14 @@ class Executor(cf.Executor):
                 if unordered:
                     yield from values
                     continue
-                pending.update(zip(ids, values))
-                while nxt in pending:
-                    yield pending.pop(nxt)
-                    nxt += 1
+                if ids[0] == nxt and not pending and ids[-1] - nxt == len(ids) - 1:
+                    yield from values   # the usual case: the next consecutive block
+                    nxt += len(values)
+                else:
+                    pending.update(zip(ids, values))
+                    while nxt in pending:
+                        yield pending.pop(nxt)
+                        nxt += 1
                 state = reply.get("state")
                 if state is not None:
                     state.window_base = nxt
@@ -256,8 +272,8 @@ class Executor(cf.Executor):
                 with self._engine_lock:
                     if batch:
                         self._start_batch(engine, batch, futures_of)
-                    for items, total, chunksize, window, reply in maps:
-                        state = engine.start_round(items, _run_mapped, False, total,
+                    for call, star, items, total, chunksize, window, reply in maps:
+                        state = engine.start_round(items, call, star, total,
                                                    make_policy(farm.policy, chunksize),
                                                    None, window)
                         reply["state"] = state
