@@ -1,6 +1,7 @@
 """Example farm job: estimate pi from uneven Monte Carlo batches, with a per-worker summary.
 
-    pyfw-run -n 4 -- python -m pyfw.farm.demo [--tasks 2000] [--policy adaptive] [--json out]
+    pyfw-run -n 4 -- python -m pyfw.farm.demo [--tasks 2000] [--policy adaptive]
+                                              [--json stats.json] [--journal run.h5]
 
 Batch sizes vary 100-fold, so a static split would leave workers idle; the adaptive policy
 keeps every worker busy. The same command without pyfw-run runs serially.
@@ -34,10 +35,11 @@ def main(argv=None) -> int:
     parser.add_argument("--policy", default="adaptive")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="write the per-worker summary here")
+    parser.add_argument("--journal", help="HDF5 result journal: a rerun skips finished tasks")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     sizes = (10 ** rng.uniform(3, 5, args.tasks)).astype(int)   # 1e3 .. 1e5 points
-    with Farm(MPI.COMM_WORLD, policy=args.policy) as farm:
+    with Farm(MPI.COMM_WORLD, policy=args.policy, journal=args.journal) as farm:
         if farm.is_master:
             tasks = (PiBatch(args.seed * 1_000_003 + i, int(n)) for i, n in enumerate(sizes))
             inside = total = 0
