@@ -138,3 +138,20 @@ def test_quarter_turns_have_order_four_and_faces_commute_with_opposites():
 def test_solved_ball_sizes_match_the_known_distance_distribution():
     sizes = np.bincount(list(ball(SOLVED, 3).values()))
     assert sizes.tolist() == [1, 18, 243, 3240]  # cube20.org distances 0..3
+
+
+# ---------------------------------------------------------------- shared fixtures helper
+_HEUR = {}
+TRUNCATED_DEPTH = 6
+
+
+def heuristic(name):
+    """The full tables if they are cached, else tables truncated at TRUNCATED_DEPTH (built
+    in memory: the full ones take ~10-15 s each and are not built by tests)."""
+    if name not in _HEUR:
+        from apps.rubik.solver import Heuristic
+        try:
+            _HEUR[name] = Heuristic(name, progress=False, cached_only=True)
+        except LookupError:
+            _HEUR[name] = Heuristic(name, progress=False, max_depth=TRUNCATED_DEPTH)
+    return _HEUR[name]

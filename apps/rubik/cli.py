@@ -1,0 +1,112 @@
+"""Command line: ``[mpiexec -n N] python -m apps.rubik --scramble "R U R' ..."``.
+
+One process solves serially; under mpiexec rank 0 is the master of a pyfw farm and the
+other ranks search subtrees. Prints the solution, its length, nodes, nodes/s, the time
+per iteration and the per-worker load, or one JSON object with ``--json``.
+"""
+import argparse
+import json
+import sys
+import time
+
+from .cube import Cube, InvalidCubeError, format_moves
+from .search import MAX_DEPTH
+from .solver import DEFAULT_HEURISTIC, HEURISTICS, Heuristic, Solver, check_cube
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="python -m apps.rubik",
+                                description="Optimal (half-turn metric) Rubik's cube solver.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--scramble", help="move string applied to a solved cube, e.g. \"R U2 F'\"")
+    src.add_argument("--facelets", help="54 stickers in URFDLB face order")
+    src.add_argument("--random", nargs="?", const=-1, type=int, metavar="SEED",
+                     help="a uniformly random position (optional seed)")
+    p.add_argument("--prove-depth", type=int, metavar="D",
+                   help="prove that no solution of at most D moves exists (or find one)")
+    p.add_argument("--all", action="store_true", help="find every optimal (canonical) solution")
+    p.add_argument("--heuristic", choices=sorted(HEURISTICS), default=DEFAULT_HEURISTIC)
+    p.add_argument("--split", default="2", help="frontier depth for workers, or 'adaptive'")
+    p.add_argument("--cache-dir", help="table cache directory (default $PYFW_RUBIK_CACHE or "
+                                       "~/.cache/pyfw/rubik)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--table-depth", type=int, help=argparse.SUPPRESS)  # truncated tables (tests)
+    p.add_argument("--serial", action="store_true", help="do not use the farm even under mpiexec")
+    return p
+
+
+def _cube(args):
+    if args.scramble is not None:
+        return Cube.from_moves(args.scramble)
+    if args.facelets is not None:
+        return Cube.from_facelets(args.facelets)
+    return Cube.random(None if args.random < 0 else args.random)
+
+
+def _report(cube, res, args, out):
+    d = res.to_dict()
+    d.update(facelets=cube.facelets(), prove_depth=args.prove_depth,
+             iterations=[dict(vars(i)) for i in res.iterations])
+    if res.solution is not None:
+        d["verified"] = bool(cube.apply(res.solution).is_solved)
+    if args.json:
+        d.pop("subtrees", None)
+        print(json.dumps(d, default=str), file=out)
+        return
+    print(f"position  {cube.facelets()}", file=out)
+    print(f"heuristic {res.heuristic}", file=out)
+    for it in res.iterations:
+        extra = f"  {it.tasks} tasks" if hasattr(it, "tasks") else ""
+        print(f"  bound {it.bound:2d}: {it.generated:>14,} nodes  {it.seconds:8.3f} s{extra}", file=out)
+    if res.solution is not None:
+        print(f"solution  {format_moves(res.solution) or '(already solved)'}  "
+              f"({res.length} moves, optimal, verified={d['verified']})", file=out)
+        if len(res.solutions) > 1:
+            print(f"all {len(res.solutions)} optimal solutions:", file=out)
+            for s in res.solutions:
+                print(f"  {format_moves(s)}", file=out)
+    else:
+        print(f"no solution with at most {res.lower_bound - 1} moves (proven)", file=out)
+    print(f"nodes     {res.generated:,} generated, {res.expanded:,} expanded, "
+          f"{res.nodes_per_second / 1e6:.2f} M nodes/s, {res.seconds:.2f} s", file=out)
+    for rank, w in res.workers.items():
+        print(f"  worker {rank}: {w['tasks']} tasks, {w['generated']:,} nodes, "
+              f"{w['seconds']:.2f} s busy", file=out)
+
+
+def main(argv=None, out=None):
+    """Entry point (returns the exit status)."""
+    out = out or sys.stdout
+    args = parser().parse_args(argv)
+    if args.prove_depth is not None and not 0 <= args.prove_depth <= MAX_DEPTH:
+        print(f"error: --prove-depth must be 0..{MAX_DEPTH}", file=sys.stderr)
+        return 2
+    try:
+        cube = check_cube(_cube(args))
+    except InvalidCubeError as e:
+        print(f"error: invalid cube: {e}", file=sys.stderr)
+        return 2
+    split = args.split if args.split == "adaptive" else int(args.split)
+    from pyfw.farm import Farm
+    from mpi4py import MPI  # noqa: F401  (pyfw needs MPI initialised; no direct use)
+    size = MPI.COMM_WORLD.Get_size()
+    if size == 1 or args.serial:
+        tables = Heuristic(args.heuristic, args.cache_dir, progress=not args.json,
+                           max_depth=args.table_depth)
+        t0 = time.perf_counter()
+        res = Solver(tables=tables).solve(cube, max_length=args.prove_depth,
+                                          all_solutions=args.all)
+        res.seconds = time.perf_counter() - t0
+        _report(cube, res, args, out)
+        return 0
+    from .parallel import solve_parallel
+    with Farm(None) as farm:
+        if farm.is_master:
+            tables = Heuristic(args.heuristic, args.cache_dir, progress=not args.json,
+                               max_depth=args.table_depth)
+            res = solve_parallel(cube, farm, heuristic=args.heuristic,
+                                 max_length=args.prove_depth, all_solutions=args.all,
+                                 split=split, cache_dir=args.cache_dir,
+                                 max_depth=args.table_depth, tables=tables)
+            _report(cube, res, args, out)
+    return 0

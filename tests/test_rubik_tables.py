@@ -1,0 +1,194 @@
+"""apps.rubik coordinates, move tables, pattern databases (vs brute force) and the cache."""
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+import test_rubik_naive as naive
+from apps.rubik import coords as C
+from apps.rubik import korf, reid
+from apps.rubik.cache import load_or_build
+from apps.rubik.cube import MOVE_CUBES, Cube
+from apps.rubik.symmetry import UD_SYMS, axis_cube, conjugate
+
+# Depth histograms of the full tables (independently computed; docs/research rubik.md 1.2)
+CORNER_HIST = [1, 18, 243, 2874, 28000, 205416, 1168516, 5402628, 20776176, 45391616,
+               15139616, 64736]
+EDGE_A_HIST = [1, 18, 230, 2747, 30847, 308783, 2508618, 13189082, 23497569, 3039786, 239]
+EDGE_B_HIST = [1, 15, 190, 2360, 27139, 281416, 2380459, 13065209, 23961831, 2859244, 56]
+
+
+def test_coordinate_round_trips():
+    a = np.empty(8, np.int64)
+    for r in range(0, C.N_CP, 7):
+        C._cp_unrank(r, a)
+        assert sorted(a) == list(range(8)) and C._cp_rank(a) == r
+    for r in range(C.N_TWIST):
+        C._twist_unrank(r, a)
+        assert a.sum() % 3 == 0 and C._twist_rank(a) == r
+    e = np.empty(12, np.int64)
+    for r in range(C.N_FLIP):
+        C._flip_unrank(r, e)
+        assert e.sum() % 2 == 0 and C._flip_rank(e) == r
+    for r in range(C.N_SLICE):
+        C._slice_unrank(r, e)
+        assert sorted(e) == list(range(12)) and C._slice_rank(e) == r
+    p = np.empty(6, np.int64)
+    for r in range(0, C.N_E6, 97):
+        C._e6_unrank(r, p)
+        assert len(set(p.tolist())) == 6 and C._e6_rank(p) == r
+    assert C.cp_coord(Cube.solved()) == 0 and C.slice_coord(Cube.solved()) == C.SLICE_SOLVED
+
+
+def test_move_tables_agree_with_cubie_moves():
+    t = C.move_tables()
+    for seed in range(5):
+        c = Cube.random(seed)
+        for m in range(18):
+            d = c * MOVE_CUBES[m]
+            assert t["cp"][C.cp_coord(c), m] == C.cp_coord(d)
+            assert t["twist"][C.twist_coord(c), m] == C.twist_coord(d)
+            assert t["flip"][C.flip_coord(c), m] == C.flip_coord(d)
+            assert t["slice"][C.slice_coord(c), m] == C.slice_coord(d)
+            for edges in (C.EDGES_A, C.EDGES_B):
+                r, f = C.e6_coord(c, edges)
+                r2, f2 = C.e6_coord(d, edges)
+                assert t["e6"][r, m] == r2 and f ^ t["e6x"][r, m] == f2
+
+
+@pytest.fixture(scope="module")
+def naive_ball():
+    """Positions within 3 moves of solved, by exact distance, from the geometric simulator."""
+    return [(Cube.from_facelets(naive.to_string(np.frombuffer(k, np.uint8))), d)
+            for k, d in naive.ball(naive.SOLVED, 3).items()]
+
+
+def _first_depths(ball, index):
+    best = {}
+    for c, d in ball:
+        k = index(c)
+        best[k] = min(best.get(k, 99), d)
+    return best
+
+
+def test_korf_tables_truncated_bfs_matches_brute_force_and_known_histograms(naive_ball):
+    for build, hist, index in (
+            (korf.build_corners, CORNER_HIST, lambda c: C.cp_coord(c) * 2187 + C.twist_coord(c)),
+            (lambda **k: korf.build_edges("A", **k), EDGE_A_HIST,
+             lambda c: (lambda rf: rf[0] * 64 + rf[1])(C.e6_coord(c, C.EDGES_A))),
+            (lambda **k: korf.build_edges("B", **k), EDGE_B_HIST,
+             lambda c: (lambda rf: rf[0] * 64 + rf[1])(C.e6_coord(c, C.EDGES_B)))):
+        tab, h = build(max_depth=6)
+        assert h == hist[:7]
+        assert np.bincount(tab, minlength=8).tolist()[:7] == hist[:7]
+        assert (tab == 7).sum() == tab.size - sum(hist[:7])   # the truncated rest
+        first = _first_depths(naive_ball, index)
+        for k, d in first.items():
+            assert tab[k] == d
+        assert np.bincount(list(first.values())).tolist() == hist[:4]
+        packed = korf._pack4(tab)
+        assert np.array_equal(korf.unpack4(packed, tab.size), tab)
+
+
+def test_flipslice_symmetry_classes():
+    cls, reps, stab, tconj = reid.sym_tables()
+    assert len(reps) == 64430                                # Reid, Kociemba
+    assert (cls != reid.NO_CLASS).all()
+    assert np.array_equal(cls[reps] >> 4, np.arange(len(reps)))
+    assert (stab & 1).all()                                  # identity stabilises everything
+    assert tconj[:, 0].tolist() == list(range(2187))
+
+
+@pytest.fixture(scope="module")
+def phase1_truncated():
+    tab, hist = reid.build(max_depth=6)
+    return tab, hist
+
+
+def _raw_bfs(depth):
+    """Raw (flip, slice, twist) phase-1 BFS with the move tables: {code: distance}."""
+    t = C.move_tables()
+    code = lambda f, s, w: (w * 495 + s) * 2048 + f     # noqa: E731
+    start = code(0, C.SLICE_SOLVED, 0)
+    seen = {start: 0}
+    front = np.array([start], np.int64)
+    for d in range(1, depth + 1):
+        f, rest = front % 2048, front // 2048
+        s, w = rest % 495, rest // 495
+        nxt = np.concatenate([code(t["flip"][f, m].astype(np.int64), t["slice"][s, m].astype(np.int64),
+                                   t["twist"][w, m].astype(np.int64)) for m in range(18)])
+        nxt = np.unique(nxt)
+        new = nxt[~np.isin(nxt, np.fromiter(seen.keys(), np.int64))]
+        for k in new.tolist():
+            seen[k] = d
+        front = new
+    return seen
+
+
+def _reduced_lookup(tab, codes):
+    cls, _, _, tconj = reid.sym_tables()
+    f, rest = codes % 2048, codes // 2048
+    s, w = rest % 495, rest // 495
+    v = cls[(s << 11) | f]
+    idx = (v >> 4).astype(np.int64) * 2187 + tconj[w, v & 15]
+    return tab[idx]
+
+
+def test_phase1_table_matches_a_raw_unreduced_bfs(phase1_truncated):
+    tab, hist = phase1_truncated
+    assert hist[:4] == [1, 1, 5, 44] and tab.max() == 7
+    raw = _raw_bfs(5)
+    codes = np.fromiter(raw.keys(), np.int64)
+    dists = np.fromiter(raw.values(), np.int64)
+    assert np.array_equal(_reduced_lookup(tab, codes), dists)
+    # random raw states not within 5 moves have table value >= 6
+    rng = np.random.default_rng(0)
+    sample = rng.integers(0, 2048 * 495 * 2187, 20000)
+    sample = sample[~np.isin(sample, codes)]
+    assert (_reduced_lookup(tab, sample) >= 6).all()
+
+
+def test_phase1_lookup_is_invariant_under_the_16_symmetries(phase1_truncated):
+    tab, _ = phase1_truncated
+    tables = reid.ReidTables(korf._pack4(tab))
+    rng = random.Random(5)
+    for seed in range(6):
+        c = Cube.from_moves([rng.randrange(18) for _ in range(rng.randrange(3, 8))])
+        want = tables.axis_h(c, 0)
+        for s in UD_SYMS:
+            assert tables.axis_h(conjugate(c, s), 0) == want
+        # axis 1 of c is axis 0 of the rotated cube
+        assert tables.axis_h(c, 1) == tables.axis_h(axis_cube(c, 1), 0)
+
+
+def test_cache_detects_missing_stale_and_corrupt_tables(tmp_path):
+    calls = []
+
+    def build(progress):
+        calls.append(1)
+        return np.arange(1000, dtype=np.int64).astype(np.uint8)
+
+    d = str(tmp_path)
+    with pytest.raises(LookupError):
+        load_or_build("t", 1, {"n": 1000}, None, d)
+    a, st = load_or_build("t", 1, {"n": 1000}, build, d, progress=False)
+    assert st == "built (missing)" and isinstance(a, np.memmap) and len(calls) == 1
+    b, st = load_or_build("t", 1, {"n": 1000}, build, d)
+    assert st == "cached" and len(calls) == 1 and np.array_equal(a, b)
+    _, st = load_or_build("t", 2, {"n": 1000}, build, d)
+    assert st == "built (stale)" and len(calls) == 2
+    with open(os.path.join(d, "t.bin"), "r+b") as f:
+        f.seek(500)
+        f.write(b"\xff")
+    _, st = load_or_build("t", 2, {"n": 1000}, build, d)
+    assert st == "built (corrupt (checksum))" and len(calls) == 3
+    with open(os.path.join(d, "t.bin"), "ab") as f:
+        f.write(b"x")
+    _, st = load_or_build("t", 2, {"n": 1000}, build, d)
+    assert st == "built (corrupt (size))"
+    meta = json.load(open(os.path.join(d, "t.json")))
+    assert meta["version"] == 2 and meta["nbytes"] == 1000 and len(meta["blake2b"]) == 40
+    c, st = load_or_build("t", 2, {"n": 1000}, build, d)
+    assert st == "cached" and np.array_equal(c, np.arange(1000).astype(np.uint8))
