@@ -1,0 +1,50 @@
+"""apps.rubik parallel search on pyfw.farm: same answers and node counts as serial."""
+import pytest
+from mpi4py import MPI
+
+from apps.rubik import Cube, Heuristic, Solver
+from apps.rubik.parallel import prefixes_at, solve_parallel
+from pyfw.farm import Farm
+
+DEPTH = 5          # truncated Korf tables, built in memory on every rank (fast)
+
+
+def _verdict(ok):
+    return MPI.COMM_WORLD.allreduce(bool(ok), op=MPI.LAND)
+
+
+def test_prefixes_at_depth_two_are_the_243_subtrees():
+    assert len(prefixes_at(2)) == 243 and len(prefixes_at(3)) == 3240
+
+
+@pytest.mark.mpi(min_size=2)
+def test_parallel_equals_serial_in_solve_prove_and_all_modes():
+    ok, msg = True, ""
+    with Farm(MPI.COMM_WORLD) as farm:
+        if farm.is_master:
+            try:
+                h = Heuristic("korf", progress=False, max_depth=DEPTH)
+                serial = Solver(tables=h)
+                for scramble, split in (("R U2 F' L D B2 R'", 2), ("F2 D L' U R2 B D'", 3),
+                                        ("U R2 F B R B2 R U2", "adaptive")):
+                    cube = Cube.from_moves(scramble)
+                    s = serial.solve(cube)
+                    p = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH, tables=h)
+                    assert p.length == s.length and cube.apply(p.solution).is_solved, scramble
+                    # complete iterations (below the optimum) count the same nodes
+                    assert [(i.bound, i.generated, i.expanded) for i in p.iterations[:-1]] == \
+                        [(i.bound, i.generated, i.expanded) for i in s.iterations[:-1]]
+                    pp = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
+                                        tables=h, max_length=s.length - 1)
+                    assert pp.solution is None and pp.lower_bound == s.length
+                    assert pp.generated == sum(i.generated for i in s.iterations[:-1])
+                    assert sum(w["tasks"] for w in p.workers.values()) > 0
+                cube = Cube.from_moves("R U2 F' L")
+                sa = serial.solve(cube, all_solutions=True)
+                pa = solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h,
+                                    all_solutions=True)
+                assert sorted(pa.solutions) == sorted(sa.solutions)
+                assert pa.iterations[-1].generated == sa.iterations[-1].generated
+            except AssertionError as e:
+                ok, msg = False, str(e) or repr(e)
+    assert _verdict(ok), msg

@@ -1,0 +1,168 @@
+"""apps.rubik IDA*: node counting, resumable slices, optimality against certified
+distances, admissibility, all-solutions, prove mode, cancellation, CLI."""
+import io
+import json
+import random
+
+import numpy as np
+import pytest
+
+import test_rubik_naive as naive
+from apps.rubik import Cube, InvalidCubeError, Solver, format_moves
+from apps.rubik import korf, reid
+from apps.rubik.cli import main
+from apps.rubik.pruning import count_canonical
+from apps.rubik.search import DONE, FOUND, PAUSED, SubtreeSearch
+
+NAMES = ("phase1", "korf", "phase1+corners")
+
+
+def _scrambles(n, lo, hi, seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        seq, last = [], None
+        for _ in range(rng.randint(lo, hi)):
+            m = rng.choice([m for m in range(18) if last is None or m // 3 != last // 3])
+            seq.append(m)
+            last = m
+        out.append(seq)
+    return out
+
+
+@pytest.fixture(scope="module")
+def certified():
+    """(cube, exact distance) for scrambles of 5..8 moves; distances by meet-in-the-middle
+    search over the geometric simulator, independent of every table."""
+    out = []
+    for seq in _scrambles(6, 5, 8, seed=11):
+        d = naive.distance(naive.apply(naive.SOLVED, seq))
+        assert d is not None and d <= len(seq)
+        out.append((Cube.from_moves(seq), d))
+    return out
+
+
+def test_with_a_zero_heuristic_the_kernels_generate_exactly_the_canonical_tree():
+    counts = count_canonical(4)
+    cube = Cube.from_moves("R U F")
+    zero_k = korf.KorfTables(np.zeros(korf.N_CORNER // 2, np.uint8),
+                             np.zeros(korf.N_EDGE6 // 2, np.uint8),
+                             np.zeros(korf.N_EDGE6 // 2, np.uint8))
+    zero_r = reid.ReidTables(np.zeros(reid.N_ENTRIES // 2 + 1, np.uint8))
+    for tables in (zero_k, zero_r):
+        s = SubtreeSearch(tables, cube, [], 4)
+        sols = []
+        while True:
+            st = s.step(1000)
+            if st == FOUND:
+                sols.append(s.solution)
+            elif st == DONE:
+                break
+        assert s.generated == sum(counts[1:5])          # 18 + 243 + 3240 + 43254
+        assert s.expanded == sum(counts[0:4])
+        assert all(cube.apply(x).is_solved and len(x) == 4 for x in sols)
+        assert len(sols) == len({tuple(x) for x in sols})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solutions_are_optimal_on_certified_positions(name, certified):
+    solver = Solver(tables=naive.heuristic(name))
+    for cube, dist in certified:
+        assert solver.heuristic.h(cube) <= dist                # admissible
+        r = solver.solve(cube)
+        assert r.length == dist and cube.apply(r.solution).is_solved
+        assert r.iterations[-1].bound == dist and r.lower_bound == dist
+
+
+@pytest.fixture(scope="module")
+def walks():
+    """Random walks with their exact distance (<= 8, meet in the middle) or, for the
+    longer ones, the walk length as an upper bound."""
+    out = []
+    for seq in _scrambles(16, 1, 8, seed=2):
+        d = naive.distance(naive.apply(naive.SOLVED, seq), max_half=4) if len(seq) > 3 else None
+        out.append((seq, d if d is not None else len(seq)))
+    for seq in _scrambles(30, 9, 14, seed=4):
+        out.append((seq, len(seq)))
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_heuristics_are_admissible_along_random_walks(name, walks):
+    h = naive.heuristic(name)
+    for seq, d in walks:
+        assert h.h(Cube.from_moves(seq)) <= d
+    assert h.h(Cube.solved()) == 0
+
+
+def test_resumed_slices_give_the_same_counts_and_solution():
+    h = naive.heuristic("phase1")
+    cube = Cube.from_moves("R2 U' F' D2 R F2 L' B")
+    ref = SubtreeSearch(h.tables, cube, [], 8)
+    assert ref.run(1 << 30) == FOUND
+    sliced = SubtreeSearch(h.tables, cube, [], 8)
+    steps = 0
+    while (st := sliced.step(1)) == PAUSED:
+        steps += 1
+    assert st == FOUND and steps > 3
+    assert sliced.solution == ref.solution and sliced.generated == ref.generated
+    assert ref.run(1 << 30) == DONE and sliced.run(7) == DONE
+    assert ref.generated == sliced.generated
+
+
+def test_all_optimal_solutions_match_brute_force_enumeration():
+    solver = Solver(tables=naive.heuristic("korf"))
+    solver_p = Solver(tables=naive.heuristic("phase1"))
+    for seq in _scrambles(5, 2, 4, seed=5) + [[0, 9], [1, 10, 4]]:
+        state = naive.apply(naive.SOLVED, seq)
+        d = naive.distance(state, 2)
+        brute = sorted(s for s in naive.canonical_sequences(d)
+                       if np.array_equal(naive.apply(state, s), naive.SOLVED))
+        for sv in (solver, solver_p):
+            r = sv.solve(Cube.from_moves(seq), all_solutions=True)
+            assert sorted(r.solutions) == brute and r.length == d
+
+
+def test_two_independent_heuristics_agree_on_longer_positions():
+    a, b = Solver(tables=naive.heuristic("korf")), Solver(tables=naive.heuristic("phase1"))
+    for seq in _scrambles(2, 10, 11, seed=9):
+        cube = Cube.from_moves(seq)
+        ra, rb = a.solve(cube), b.solve(cube)
+        assert ra.length == rb.length <= len(seq)
+        assert cube.apply(ra.solution).is_solved and cube.apply(rb.solution).is_solved
+        # the bounds below the optimum are complete iterations: both heuristics prove them
+        assert ra.iterations[-2].bound == ra.length - 1 or ra.iterations[0].bound == ra.length
+
+
+def test_prove_mode_and_cancellation(certified):
+    solver = Solver(tables=naive.heuristic("phase1"))
+    cube, d = max(certified, key=lambda x: x[1])
+    r = solver.solve(cube, max_length=d - 1)
+    assert r.solution is None and r.lower_bound == d
+    r = solver.solve(cube, max_length=d)
+    assert r.length == d
+    calls = []
+    r = solver.solve(Cube.from_moves("R2 U' F' D2 R F2 R' D2 B' R2 F"), budget=100,
+                     cancelled=lambda: calls.append(1) or True)
+    assert r.solution is None and calls and r.iterations[-1].generated <= 200
+    with pytest.raises(ValueError):
+        solver.solve(cube, max_length=99)
+    with pytest.raises(InvalidCubeError):
+        solver.solve("R U X")
+    assert solver.solve(Cube.solved()).length == 0
+
+
+def test_cli_json_and_text(monkeypatch):
+    out = io.StringIO()
+    assert main(["--scramble", "R U2 F' L", "--json", "--table-depth", "5", "--serial"], out=out) == 0
+    d = json.loads(out.getvalue())
+    assert d["length"] == 4 and d["verified"] and d["moves"] == "L' F U2 R'"
+    assert d["iterations"][-1]["bound"] == 4 and d["generated"] > 0
+    out = io.StringIO()
+    f = Cube.from_moves("D2 B").facelets()
+    assert main(["--facelets", f, "--prove-depth", "1", "--table-depth", "5", "--serial",
+                 "--heuristic", "korf"], out=out) == 0
+    assert "no solution with at most 1 moves (proven)" in out.getvalue()
+    bad = Cube.from_moves("R").facelets()
+    bad = bad[:8] + bad[9] + bad[8] + bad[10:]            # swap two stickers of a corner
+    assert main(["--facelets", bad, "--serial"], out=io.StringIO()) == 2
