@@ -1,0 +1,65 @@
+"""Journal files, progress line, summary table, launcher flags."""
+import io
+import os
+
+import h5py
+import numpy as np
+
+from pyfw import launch
+from pyfw.farm.journal import Journal
+from pyfw.farm.progress import Progress, format_summary
+
+
+def test_journal_records_survive_reopen_and_merge(tmp_path):
+    path = str(tmp_path / "run.h5")
+    j = Journal(path, interval=0.0)
+    assert j.next_round() == 0
+    j.record("round-0", (range(0, 3), ["a", {"b": 1}, np.arange(3)], None, 1))
+    j.record("round-0", ([5, 7], [5.5, None], {1: RuntimeError("x")}, 2))  # errors not kept
+    j.record("round-1", (range(0, 2), [10, 11], None, 1))
+    assert len(j.segments) == 3                  # one atomic segment per flush
+    open(j.segdir + "/seg-000099.h5.tmp-123", "w").write("half-written")
+    again = Journal(path)                        # a restart before close: segments only
+    got = again.completed("round-0")
+    assert sorted(got) == [0, 1, 2, 5] and got[1] == {"b": 1} and got[5] == 5.5
+    assert list(got[2]) == [0, 1, 2]
+    assert not os.path.exists(j.segdir + "/seg-000099.h5.tmp-123")   # leftovers removed
+    again.close()                                # merges into run.h5, removes segments
+    assert not os.path.exists(j.segdir)
+    with h5py.File(path, "r") as f:              # readable without pyfw
+        assert list(f["rounds/round-1/index"][()]) == [0, 1]
+    assert Journal(path).completed("round-1") == {0: 10, 1: 11}
+
+
+def test_progress_line_and_eta():
+    p = Progress("round-0", 200, enabled=False, stream=io.StringIO())
+    p.t0 -= 10.0
+    p.update(50)
+    line = p.line(p.t0 + 10.0)
+    assert "50/200" in line and "25.0%" in line and "5 tasks/s" in line and "ETA 0:30" in line
+    q = Progress("stream", None, enabled=True, stream=io.StringIO())
+    q.update(3)
+    q.close()
+    assert "3 tasks" in q.stream.getvalue()
+
+
+def test_summary_table_lists_every_worker():
+    stats = {"tasks": 3, "elapsed_s": 1.0, "duplicates": 0, "quarantined": [],
+             "workers": [{"rank": r, "host": "h", "alive": r != 2, "tasks": 1, "chunks": 1,
+                          "busy_s": 0.5, "idle_s": 0.1, "bytes_to": 10, "bytes_from": 20}
+                         for r in (1, 2, 3)]}
+    text = format_summary(stats)
+    assert text.count("\n") == 4 and "False" in text
+
+
+def test_launcher_flags(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    argv = launch.mpiexec_argv(4, ["python", "x.py"], ft=True)
+    assert "--allow-run-as-root" in argv and "--oversubscribe" in argv
+    assert argv[argv.index("--with-ft") + 1] == "ulfm" and argv[-2:] == ["python", "x.py"]
+    env = launch.mpi_env({}, nprocs=4)
+    assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1" and env["OMPI_MCA_mpi_yield_when_idle"] == "1"
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    argv = launch.mpiexec_argv(2, ["python"])
+    assert "--allow-run-as-root" not in argv and "--oversubscribe" not in argv
