@@ -87,9 +87,9 @@ def main(argv=None, out=None):
         print(f"error: invalid cube: {e}", file=sys.stderr)
         return 2
     split = args.split if args.split == "adaptive" else int(args.split)
+    from pyfw.comm import world
     from pyfw.farm import Farm
-    from mpi4py import MPI  # noqa: F401  (pyfw needs MPI initialised; no direct use)
-    size = MPI.COMM_WORLD.Get_size()
+    size = world().size
     if size == 1 or args.serial:
         tables = Heuristic(args.heuristic, args.cache_dir, progress=not args.json,
                            max_depth=args.table_depth)
