@@ -183,8 +183,9 @@ def plots(res):
         fig, ax = plt.subplots(1, 2, figsize=(10, 4))
         for k, v in res["subtrees"].items():
             ax[0].hist(v["sizes"], bins=40, alpha=0.6, label=f"{k}: {v['count']} subtrees")
-            w = sorted(int(x) for x in v["lpt_speedup"])
-            ax[1].plot(w, [v["lpt_speedup"][x] for x in w], "o-", label=k)
+            sp = {int(x): y for x, y in v["lpt_speedup"].items()}   # JSON keys are strings
+            w = sorted(sp)
+            ax[1].plot(w, [sp[x] for x in w], "o-", label=k)
         ax[0].set_xlabel("generated nodes per subtree (bound 15)")
         ax[0].set_yscale("log")
         ax[0].legend()
