@@ -1,6 +1,6 @@
 """Coordinates (integer encodings of parts of a cube) and their move tables.
 
-Every coordinate here is 0 for... not necessarily solved: use the ``*_SOLVED`` constants.
+The solved cube's value of each coordinate is in the ``*_SOLVED`` constants.
 
 =================  ==================  ========================================
 coordinate         range               encodes

@@ -14,7 +14,7 @@ from collections import defaultdict
 
 from pyfw.farm import Task
 
-from .cube import Cube, parse_moves
+from .cube import Cube
 from .pruning import allowed
 from .search import DONE, FOUND
 from .solver import (DEFAULT_HEURISTIC, Heuristic, Iteration, SolveResult, check_cube,
@@ -196,4 +196,4 @@ def prefixes_at(depth):
     return out
 
 
-__all__ = ["SubtreeTask", "solve_parallel", "prefixes_at", "parse_moves"]
+__all__ = ["SubtreeTask", "solve_parallel", "prefixes_at"]
