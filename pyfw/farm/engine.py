@@ -127,6 +127,7 @@ class RoundState:
         self.window = window             # ordered delivery: dispatch only tid < base + window
         self.window_base = 0
         self.skip = skip or {}           # tid -> value already known (journal)
+        self.tail_duplication = True     # idle workers may get copies of its last chunks
         self.wire_fn = None if fn is None else (fn, star)
         self.started = time.perf_counter()
 
@@ -633,25 +634,37 @@ class Engine:
         raise TaskSerializationError(f"a chunk of {rnd.name} cannot be pickled: {exc}") from exc
 
     def _duplicate_tail(self, workers, now) -> bool:
-        """rDLB: give an idle worker a copy of the work most likely to finish last."""
+        """rDLB: give an idle worker a copy of the work most likely to finish last.
+
+        A copy is sent when it would finish on the idle worker sooner than the original is
+        expected to finish where it is. A running chunk that has already outlived its
+        estimate (or has none yet) is expected to need at least as long again as it has
+        run so far.
+        """
         idle = [w for w in workers if not w.inflight]
+        known = sorted(x.stats.mean_recent for x in workers if x.stats.mean_recent is not None)
+        typical = known[len(known) // 2] if known else None
         sent = False
         for w in idle:
             best, best_left = None, 0.0
+            mine_per_task = w.stats.mean_recent or typical
             for other in workers:
                 if other is w or not other.inflight:
                     continue
-                mean = other.stats.mean_recent or 0.0
+                mean = other.stats.mean_recent or typical or 0.0
                 t = now
                 for pos, c in enumerate(other.inflight):
                     start = c.t_head if pos == 0 else t
-                    end = (start if start != math.inf else now) + c.left * mean
+                    start = now if start == math.inf else start
+                    end = start + c.left * mean
+                    if pos == 0:
+                        end = max(end, now + (now - start))
                     t = end
-                    if c.twin is not None or c.rnd.cancelled:
+                    if c.twin is not None or c.rnd.cancelled or not c.rnd.tail_duplication:
                         continue
                     left = end - now
                     # a copy pays if it would finish here sooner than it finishes there
-                    mine = (w.stats.mean_recent or mean) * c.left
+                    mine = (mine_per_task if mine_per_task is not None else left) * c.left
                     if left > mine and left > best_left:
                         best, best_left = c, left
             if best is None:

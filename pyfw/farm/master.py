@@ -141,10 +141,17 @@ class Farm:
 
     # ---------------------------------------------------------------- work
     def round(self, tasks_or_fn, *iterables, name: str | None = None, policy=None,
-              chunksize: int | None = None) -> "Round":
+              chunksize: int | None = None, tail_duplication: bool | None = None) -> "Round":
         """Start one wave of tasks; iterate the returned :class:`Round` for :class:`Done`
-        items in completion order, or call ``cancel()`` to stop it."""
-        return Round(self, self._start(tasks_or_fn, iterables, name, policy, chunksize, None))
+        items in completion order, or call ``cancel()`` to stop it.
+
+        ``tail_duplication=False`` keeps idle workers from running copies of this round's
+        last chunks (useful when ranks outnumber cores, so copies would compete for them).
+        """
+        state = self._start(tasks_or_fn, iterables, name, policy, chunksize, None)
+        if tail_duplication is not None:
+            state.tail_duplication = tail_duplication
+        return Round(self, state)
 
     def map(self, tasks_or_fn, *iterables, unordered: bool = False,
             chunksize: int | None = None, name: str | None = None, policy=None,
