@@ -8,6 +8,7 @@ MODE ``journal``: 400 tasks of 10 ms with a result journal; each task records th
 (env PYFW_RUN_ID) that computed it.
 The master writes a JSON summary to OUT.
 """
+import faulthandler
 import json
 import os
 import signal
@@ -33,6 +34,8 @@ class Work(Task):
 
 
 def main():
+    # a job killed by the test harness's deadline shows where every rank was stuck
+    faulthandler.register(signal.SIGTERM, all_threads=True)
     mode, out = sys.argv[1], sys.argv[2]
     comm = MPI.COMM_WORLD
     n = 200
