@@ -302,7 +302,7 @@ class Engine:
         self.started = time.perf_counter()
         self.idle_master = 0.0
         for r in self.workers:
-            comm.isend(("ping", time.perf_counter()), r, P.CTRL)
+            self._post(("ping", time.perf_counter()), r)
 
     # ---------------------------------------------------------------- public
     def alive_workers(self) -> list[_Worker]:
@@ -332,7 +332,7 @@ class Engine:
         rnd.drop_pending()
         for w in self.alive_workers():
             if any(c.rnd is rnd for c in w.inflight):
-                self.comm.isend(("cancel", rnd.rid), w.rank, P.CTRL)
+                self._post(("cancel", rnd.rid), w.rank)
         if wait:
             deadline = time.monotonic() + timeout
             while any(c.rnd is rnd for c in self.chunks.values()):
@@ -351,7 +351,10 @@ class Engine:
         if progressed:
             self.backoff.reset()
         else:
-            self.comm.progress()
+            try:
+                self.comm.progress()
+            except PeerFailure as exc:
+                self._lost(exc.ranks)
             t0 = time.perf_counter()
             self.backoff.sleep()
             self.idle_master += time.perf_counter() - t0
@@ -370,6 +373,13 @@ class Engine:
             pass
 
     # ---------------------------------------------------------------- messages
+    def _post(self, msg, rank: int) -> None:
+        """Send a control message; a peer found dead on the way is handled, not raised."""
+        try:
+            self.comm.isend(msg, rank, P.CTRL)
+        except PeerFailure as exc:
+            self._lost(exc.ranks)
+
     def _drain(self) -> bool:
         comm = self.comm
         progressed = False
@@ -443,7 +453,7 @@ class Engine:
             return
         twin = chunk.twin
         if twin is not None and status == P.OK and twin.cid in self.chunks:
-            self.comm.isend(("skip", [twin.cid]), twin.rank, P.CTRL)
+            self._post(("skip", [twin.cid]), twin.rank)
         if status != P.OK:
             self._reconcile(chunk)
 
