@@ -282,3 +282,35 @@ def test_tail_duplication_copies_the_last_chunk_and_can_be_turned_off():
     assert out[False][2] == 0                            # nobody helped ...
     if any(rank == 1 for _, rank in out[False][0]):      # ... so the slow one finished it
         assert out[False][1] >= 1.4
+
+
+class Counting:
+    """An endless task stream that remembers how far it was read."""
+
+    def __init__(self):
+        self.read = 0
+
+    def __iter__(self):
+        while True:
+            self.read += 1
+            yield self.read
+
+
+@both
+def test_endless_stream_is_read_lazily_and_abandoning_it_cancels(mode):
+    comm = comm_for(mode)
+
+    def body(farm):
+        stream = Counting()
+        got = []
+        for value in farm.map(ft.square, stream):     # ordered, endless
+            got.append(value)
+            if len(got) == 5000:
+                break
+        read_when_stopped = stream.read
+        after = list(farm.map(ft.square, range(10)))  # the farm is usable again
+        return got[:3], read_when_stopped, after, farm.engine.rounds == {}
+
+    first, read, after, no_rounds = run_master(comm, body)
+    assert first == [1, 4, 9] and after == [i * i for i in range(10)] and no_rounds
+    assert read < 5000 + 250_000          # bounded read-ahead, not the whole (endless) stream
