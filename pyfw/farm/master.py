@@ -164,20 +164,19 @@ class Farm:
         In ordered mode at most ``window`` results (default 65536) wait for an earlier one,
         which bounds the master's memory on huge or lazy task streams.
         """
-        self._require_master("map")
-        if not unordered:
-            window = window or 65536
-        rnd = self._start(tasks_or_fn, iterables, name, policy, chunksize,
-                          None if unordered else window)
-        return self._ordered(rnd) if not unordered else self._unordered(rnd)
+        return self._map(tasks_or_fn, iterables, unordered, chunksize, name, policy, window)
 
-    def starmap(self, fn, iterable, **kwargs) -> Iterator:
-        """``fn(*args)`` for each ``args`` tuple of ``iterable``."""
-        self._require_master("starmap")
-        rnd = self._start(fn, (iterable,), kwargs.pop("name", None), kwargs.pop("policy", None),
-                          kwargs.pop("chunksize", None),
-                          None if kwargs.get("unordered") else 65536, star=True)
-        return self._unordered(rnd) if kwargs.get("unordered") else self._ordered(rnd)
+    def starmap(self, fn, iterable, *, unordered: bool = False, chunksize: int | None = None,
+                name: str | None = None, policy=None, window: int | None = None) -> Iterator:
+        """``fn(*args)`` for each ``args`` tuple of ``iterable`` (options as in :meth:`map`)."""
+        return self._map(fn, (iterable,), unordered, chunksize, name, policy, window, star=True)
+
+    def _map(self, tasks_or_fn, iterables, unordered, chunksize, name, policy, window,
+             star=False) -> Iterator:
+        self._require_master("map")
+        window = None if unordered else (window or 65536)
+        rnd = self._start(tasks_or_fn, iterables, name, policy, chunksize, window, star)
+        return self._unordered(rnd) if unordered else self._ordered(rnd)
 
     def cancel_pending(self) -> None:
         """Cancel every active round (pending and running tasks)."""
