@@ -15,7 +15,7 @@ from .progress import Progress, format_summary
 from .task import Done, Task
 from .worker import serve
 
-__all__ = ["Farm", "Round"]
+__all__ = ["Farm", "Round", "InOrder"]
 
 _ON_ERROR = ("raise", "collect")
 
@@ -275,22 +275,14 @@ class Farm:
                 journal.flush()
 
     def _ordered(self, rnd: RoundState):
-        pending: dict[int, Any] = {}
-        nxt = 0
+        order = InOrder()
         for ids, values, errors, _ in self._records(rnd):
             if errors:
                 values = list(values)
                 for pos, err in errors.items():
                     values[pos] = err
-            if ids[0] == nxt and not pending and ids[-1] - nxt == len(ids) - 1:
-                yield from values  # the usual case: the next consecutive block
-                nxt += len(values)
-            else:
-                pending.update(zip(ids, values))
-                while nxt in pending:
-                    yield pending.pop(nxt)
-                    nxt += 1
-            rnd.window_base = nxt
+            yield from order.feed(ids, values)
+            rnd.window_base = order.next
 
     def _unordered(self, rnd: RoundState):
         for ids, values, errors, _ in self._records(rnd):
@@ -299,6 +291,28 @@ class Farm:
                 for pos, err in errors.items():
                     values[pos] = err
             yield from zip(ids, values)
+
+
+class InOrder:
+    """Turns result records that arrive in any order into values in task order."""
+
+    def __init__(self):
+        self.pending: dict[int, Any] = {}
+        self.next = 0   # the id of the next value to hand out
+
+    def feed(self, ids, values) -> Iterator:
+        """Values that can be handed out now that ``ids``/``values`` have arrived."""
+        nxt = self.next
+        if ids[0] == nxt and not self.pending and ids[-1] - nxt == len(ids) - 1:
+            self.next = nxt + len(values)
+            yield from values  # the usual case: the next consecutive block
+            return
+        pending = self.pending
+        pending.update(zip(ids, values))
+        while nxt in pending:
+            self.next = nxt + 1
+            yield pending.pop(nxt)
+            nxt += 1
 
 
 class Round:

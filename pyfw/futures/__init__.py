@@ -33,6 +33,7 @@ from mpi4py import MPI
 
 from ..errors import TaskError
 from ..farm import Farm
+from ..farm.master import InOrder
 from ..farm.policies import make_policy
 
 __all__ = ["Executor", "BrokenExecutor", "wait", "as_completed", "FIRST_COMPLETED",
@@ -216,7 +217,7 @@ class Executor(cf.Executor):
         return self._map_results(reply, unordered, deadline)
 
     def _map_results(self, reply, unordered, deadline):
-        pending, nxt = {}, 0
+        order = InOrder()
         while True:
             with self._lock:
                 while not reply["records"] and not reply["done"]:
@@ -234,17 +235,10 @@ class Executor(cf.Executor):
                 if unordered:
                     yield from values
                     continue
-                if ids[0] == nxt and not pending and ids[-1] - nxt == len(ids) - 1:
-                    yield from values   # the usual case: the next consecutive block
-                    nxt += len(values)
-                else:
-                    pending.update(zip(ids, values))
-                    while nxt in pending:
-                        yield pending.pop(nxt)
-                        nxt += 1
+                yield from order.feed(ids, values)
                 state = reply.get("state")
                 if state is not None:
-                    state.window_base = nxt
+                    state.window_base = order.next
             if error is not None:
                 raise error
             if finished and not reply["records"]:
