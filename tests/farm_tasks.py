@@ -121,3 +121,8 @@ def read_init(_):
 
 def bad_init():
     raise OSError("cannot open /nonexistent/weights.bin")
+
+
+def cpu_seconds(_):
+    """(rank, CPU time this worker process has used so far)."""
+    return MPI.COMM_WORLD.Get_rank(), time.process_time()

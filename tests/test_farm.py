@@ -314,3 +314,27 @@ def test_endless_stream_is_read_lazily_and_abandoning_it_cancels(mode):
     first, read, after, no_rounds = run_master(comm, body)
     assert first == [1, 4, 9] and after == [i * i for i in range(10)] and no_rounds
     assert read < 5000 + 250_000          # bounded read-ahead, not the whole (endless) stream
+
+
+@pytest.mark.mpi(min_size=2)
+def test_idle_workers_and_master_do_not_burn_a_core():
+    def cpu_by_rank(farm):
+        got = {}
+        for rank, cpu in farm.map(ft.cpu_seconds, range(50 * farm.num_workers),
+                                  chunksize=1):
+            got[rank] = max(cpu, got.get(rank, 0.0))
+        return got
+
+    def body(farm):
+        before = cpu_by_rank(farm)
+        master0 = time.process_time()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 1.0:   # nothing to do: the master waits in its loop
+            farm.engine.step()
+        master_cpu = time.process_time() - master0
+        after = cpu_by_rank(farm)
+        return master_cpu, {r: after[r] - before[r] for r in before if r in after}
+
+    master_cpu, worker_cpu = run_master(COMM, body)
+    assert master_cpu < 0.3, f"idle master used {master_cpu:.2f} s of CPU in 1 s"
+    assert worker_cpu and max(worker_cpu.values()) < 0.4, worker_cpu
