@@ -1,0 +1,214 @@
+"""The knee-cooling run: phantom -> steady state of the uncooled knee -> cooling transient,
+with point histories, snapshots, checkpoints and a summary. Used by the CLI and the tests.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from pyfw.domain import Balancer, SlabDomain
+from pyfw.domain import io as dio
+from pyfw.domain import reductions as red
+from pyfw.errors import ConfigurationError
+
+from . import phantom
+from .solver import HeatSolver, Tables
+from .tissues import ID, tissue_table
+
+__all__ = ["Params", "KneeRun"]
+
+
+@dataclass
+class Params:
+    """Everything that defines the physics (stored in checkpoints and compared on restart)."""
+    shape: tuple = (200, 160, 160)
+    dx_mm: float = 1.0
+    device: str = "gel"
+    sides: tuple = ("anterior", "medial", "lateral")
+    thickness_mm: float = 15.0
+    length_mm: float = 120.0
+    bandage_mm: float = 1.0
+    pack_temp: float = -10.0
+    cuff_temp: float = 8.0
+    ambient: float = 24.0
+    h_air: float = 10.0
+    overrides: dict = field(default_factory=dict)
+    dt: float | None = None
+    steady_tol: float = 1e-5
+
+    def geometry(self) -> phantom.Geometry:
+        return phantom.Geometry(shape=tuple(self.shape), dx=self.dx_mm, device=self.device,
+                                sides=tuple(self.sides), thickness=self.thickness_mm,
+                                length=self.length_mm, bandage=self.bandage_mm)
+
+    def tissues(self):
+        ov = {"air.h": self.h_air}
+        ov.update(self.overrides)
+        return tissue_table(ov)
+
+    def validate(self) -> None:
+        """Pure checks, identical on every rank (call before any communication)."""
+        if len(self.shape) != 3:
+            raise ConfigurationError(f"shape needs 3 values, got {self.shape}")
+        self.geometry().validate()
+        self.tissues()
+        for name in ("pack_temp", "cuff_temp", "ambient", "h_air"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigurationError(f"{name} must be finite")
+
+    def key(self) -> str:
+        d = asdict(self)
+        d["shape"], d["sides"] = list(self.shape), list(self.sides)
+        return json.dumps(d, sort_keys=True)
+
+
+class KneeRun:
+    """One simulation over ``comm`` (mpi4py or pyfw Comm). Collective in every method."""
+
+    def __init__(self, comm, params: Params, balance: bool = True, overlap: bool = True,
+                 slowdown: float = 1.0, balance_every: int = 20, log=print):
+        params.validate()
+        self.p = params
+        self.geo = params.geometry()
+        self.tissues = params.tissues()
+        self.tab = Tables(self.tissues, params.dx_mm * 1e-3)
+        self.dom = SlabDomain(comm, self.geo.shape, slowdown=slowdown)
+        self.rank = self.dom.rank
+        self.log = log if self.rank == 0 else (lambda *a, **k: None)
+        self.balancer = Balancer(self.dom, every=balance_every) if balance else None
+        self.overlap = overlap
+        self.points = self.geo.points()
+        self.history = {"t": [], **{k: [] for k in self.points}}
+        self.solver = None
+        self.steady_sweeps = 0
+        self.t0_values = None
+
+    # ------------------------------------------------------------------ set-up
+    def _fill(self, phase: str) -> None:
+        d, p = self.dom, self.p
+        tid = d.set_from_global("tid", lambda z0, z1: phantom.planes(self.geo, z0, z1),
+                                np.uint8)
+        own = tid[1:-1]
+        if phase == "steady":  # the uncooled knee: no pack or cuff yet (bandage stays)
+            own[(own == ID["gel"]) | (own == ID["cuff"])] = ID["air"]
+        T = d.add("T", np.float64, 37.0)
+        T[1:-1][own == ID["air"]] = p.ambient
+        T[1:-1][own == ID["gel"]] = p.pack_temp
+        T[1:-1][own == ID["cuff"]] = p.cuff_temp
+
+    def steady_state(self) -> None:
+        """Build the uncooled knee and relax it to its steady state."""
+        t0 = time.perf_counter()
+        self._fill("steady")
+        s = HeatSolver(self.dom, self.tab, dt=None, overlap=self.overlap)
+        self.steady_sweeps = s.steady_state(tol=self.p.steady_tol)
+        self.log(f"steady state: {self.steady_sweeps} SOR sweeps in "
+                 f"{time.perf_counter() - t0:.1f} s; "
+                 + ", ".join(f"{k} {v:.2f} C" for k, v in self.probe().items()))
+
+    def start_cooling(self) -> None:
+        """Put the device on the steady-state knee (t = 0)."""
+        d, p = self.dom, self.p
+        T = d.fields["T"]
+        tid = d.set_from_global("tid", lambda z0, z1: phantom.planes(self.geo, z0, z1),
+                                np.uint8)
+        own = tid[1:-1]
+        T[1:-1][own == ID["gel"]] = p.pack_temp
+        T[1:-1][own == ID["cuff"]] = p.cuff_temp
+        self._make_solver()
+        self.t0_values = self.probe()
+        self._record()
+
+    def _make_solver(self) -> None:
+        self.solver = HeatSolver(self.dom, self.tab, dt=self.p.dt, overlap=self.overlap,
+                                 balancer=self.balancer)
+        self.solver.prepare()
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str) -> None:
+        s = self.solver
+        dio.save_checkpoint(self.dom, path, ["T", "tid"], {
+            "params": self.p.key(), "step": s.step_count, "dt": s.dt,
+            "history": json.dumps(self.history), "t0_values": json.dumps(self.t0_values)})
+
+    @classmethod
+    def restart(cls, comm, path: str, **kw) -> "KneeRun":
+        """Continue from a checkpoint on any number of ranks (same physics required)."""
+        from ._util import params_from_key
+        from pyfw.domain._util import as_comm
+        pc = as_comm(comm)
+        meta = dio.read_checkpoint(pc, path)
+        params = params_from_key(meta["params"])
+        run = cls(pc, params, **kw)
+        dio.load_fields(run.dom, path, ["T", "tid"])
+        run.p.dt = float(meta["dt"])
+        run._make_solver()
+        run.solver.step_count = int(meta["step"])
+        run.solver.time = run.solver.step_count * run.solver.dt
+        run.history = json.loads(meta["history"])
+        run.t0_values = json.loads(meta["t0_values"])
+        return run
+
+    # ------------------------------------------------------------------ running
+    def probe(self) -> dict:
+        vals = red.probe(self.dom, "T", list(self.points.values()))
+        return dict(zip(self.points, vals.tolist()))
+
+    def _record(self) -> None:
+        self.history["t"].append(self.solver.time)
+        for k, v in self.probe().items():
+            self.history[k].append(v)
+
+    def run(self, minutes: float | None = None, steps: int | None = None,
+            history_every: float = 60.0, snapshots: dio.SnapshotFile | None = None,
+            snapshot_every: float = 0.0, checkpoint: str | None = None,
+            checkpoint_every: float = 0.0) -> None:
+        """Advance to ``minutes`` of cooling (or to absolute step ``steps``)."""
+        s = self.solver
+        end = steps if steps is not None else int(math.ceil(minutes * 60.0 / s.dt - 1e-9))
+        per = lambda sec: max(1, int(round(sec / s.dt))) if sec > 0 else 0  # noqa: E731
+        h, sn, ck = per(history_every), per(snapshot_every * 60), per(checkpoint_every * 60)
+        t0 = time.perf_counter()
+        start = s.step_count
+        while s.step_count < end:
+            nxt = [end] + [(s.step_count // q + 1) * q for q in (h, sn, ck) if q]
+            s.advance(min(nxt) - s.step_count)
+            n = s.step_count
+            if h and n % h == 0:
+                self._record()
+            if snapshots is not None and sn and n % sn == 0:
+                snapshots.write(n, s.time)
+            if checkpoint and ck and n % ck == 0:
+                self.save(checkpoint)
+        self.wall = time.perf_counter() - t0
+        self.steps_done = s.step_count - start
+        if self.history["t"][-1] != s.time:
+            self._record()
+
+    # ------------------------------------------------------------------ results
+    def summary(self, marks=(30, 60, 90)) -> dict:
+        """Temperature drop of each probe point at the given minutes (interpolated)."""
+        t = np.array(self.history["t"]) / 60.0
+        out = {"t0": self.t0_values, "drop": {}}
+        for m in marks:
+            if t.size and t[-1] >= m - 1e-9:
+                out["drop"][m] = {k: float(self.t0_values[k] - np.interp(m, t, self.history[k]))
+                                  for k in self.points}
+        return out
+
+    def stats(self) -> dict:
+        """Per-tissue mean/min/max temperature (identical on any decomposition)."""
+        st = red.label_stats(self.dom, "T", "tid", len(self.tissues))
+        return {t.name: {"mean": float(st["mean"][i]), "min": float(st["min"][i]),
+                         "max": float(st["max"][i]), "count": int(st["count"][i])}
+                for i, t in enumerate(self.tissues) if st["count"][i] > 0}
+
+
+def ensure_dir(path: str) -> None:
+    if path:
+        os.makedirs(path, exist_ok=True)

@@ -1,0 +1,186 @@
+"""Procedural knee phantom: a uint8 tissue id per voxel, built plane by plane.
+
+Axes: z (axis 0) along the leg, proximal (femur) up; y anterior (+) / posterior (-);
+x medial/lateral. The leg is an elliptic cylinder (outer radius ``R`` ~ 62 mm, a knee
+circumference of ~39 cm) of skin (2 mm), subcutaneous fat (8 mm) and muscle, holding:
+
+* the femur above the joint line: shaft radius 14 mm widening to condyles (38 x 26 mm
+  semi-axes) at the joint, a 3 mm cortical shell around cancellous bone;
+* the tibia below: shaft 13 mm widening to a plateau (36 x 24 mm);
+* articular cartilage (2.5 mm) on both bone ends and a joint space of synovial fluid (3 mm)
+  between them; the patella (ellipsoid 22 x 10 x 24 mm) in front, with cartilage behind.
+
+Anatomical sizes scale down with the grid when it is too small for a 62 mm leg (tests use
+small grids). Cooling devices sit outside the skin on chosen ``sides`` (anterior, posterior,
+medial, lateral; each a 100 degree sector) over ``length`` mm centred on the joint line: a
+bandage layer, then a gel pack of ``thickness`` mm, or a cryo-cuff layer (fixed
+temperature). The first and last planes are insulator (cut ends of the leg); everything
+else outside the leg is air. :func:`planes` is a pure function of global coordinates, so
+every rank builds only its own planes and the phantom is the same for any decomposition.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyfw.errors import ConfigurationError
+
+from .tissues import ID
+
+__all__ = ["Geometry", "planes", "SIDES"]
+
+SIDES = {"anterior": 90.0, "posterior": 270.0, "medial": 0.0, "lateral": 180.0}
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Grid and device layout. Lengths in mm."""
+    shape: tuple = (200, 160, 160)
+    dx: float = 1.0
+    device: str = "gel"            # gel | cuff | none
+    sides: tuple = ("anterior", "medial", "lateral")
+    thickness: float = 15.0        # gel pack thickness
+    length: float = 120.0          # pack extent along the leg
+    bandage: float = 1.0           # dressing under the device (0: none)
+    radius: float = 62.0           # outer leg radius if it fits
+
+    def validate(self) -> None:
+        nz, ny, nx = self.shape
+        if min(self.shape) < 8:
+            raise ConfigurationError(f"grid {self.shape} too small for a knee phantom "
+                                     f"(need >= 8 voxels per axis)")
+        if self.device not in ("gel", "cuff", "none"):
+            raise ConfigurationError(f"unknown cooling device {self.device!r} "
+                                     f"(gel, cuff, none)")
+        bad = [s for s in self.sides if s not in SIDES]
+        if bad:
+            raise ConfigurationError(f"unknown side(s) {bad} (known: {', '.join(SIDES)})")
+        if self.device != "none" and not self.sides:
+            raise ConfigurationError("a cooling device needs at least one side")
+        if self.thickness <= 0 or self.bandage < 0 or self.length <= 0 or self.dx <= 0:
+            raise ConfigurationError("thickness, length, dx must be > 0 and bandage >= 0")
+        if self.device != "none":
+            half = 0.5 * (min(ny, nx) - 2) * self.dx
+            if self.outer_radius() + self.device_depth() > half:
+                raise ConfigurationError(
+                    f"the {self.device} ({self.device_depth():g} mm incl. bandage) does not "
+                    f"fit outside a {self.outer_radius():g} mm leg in a "
+                    f"{ny * self.dx:g} x {nx * self.dx:g} mm cross-section")
+            zlen = (nz - 2) * self.dx
+            if self.length > zlen:
+                raise ConfigurationError(f"pack length {self.length:g} mm is longer than the "
+                                         f"grid along the leg ({zlen:g} mm)")
+        if self.outer_radius() < 6 * self.dx:
+            raise ConfigurationError(f"grid {self.shape} leaves a leg of radius "
+                                     f"{self.outer_radius():.3g} mm: too small")
+
+    def device_depth(self) -> float:
+        if self.device == "none":
+            return 0.0
+        return self.bandage + (self.thickness if self.device == "gel" else 2 * self.dx)
+
+    def outer_radius(self) -> float:
+        """The leg radius: ``radius`` or less, to leave room for the device and one air voxel."""
+        nz, ny, nx = self.shape
+        half = 0.5 * (min(ny, nx) - 2) * self.dx
+        depth = self.device_depth() if self.device != "none" else 0.0
+        return min(self.radius, half - depth - self.dx) if depth < half else 0.0
+
+    @property
+    def scale(self) -> float:
+        return self.outer_radius() / 62.0
+
+    def centre(self):
+        """(z_joint, y_centre, x_centre) in mm."""
+        nz, ny, nx = self.shape
+        return 0.5 * (nz - 1) * self.dx, 0.5 * (ny - 1) * self.dx, 0.5 * (nx - 1) * self.dx
+
+    def points(self) -> dict:
+        """Named voxel indices (z, y, x) for temperature histories."""
+        zj, yc, xc = self.centre()
+        s, R, d = self.scale, self.outer_radius(), self.dx
+
+        def vox(z, y, x):
+            return (int(round(z / d)), int(round(y / d)), int(round(x / d)))
+        ay = 0.95 * R
+        return {
+            "joint_centre": vox(zj, yc - 4 * s, xc),
+            "joint_anterior": vox(zj, yc + 18 * s, xc),
+            "skin_anterior": vox(zj, yc + ay - 1.0, xc),
+            "subcutaneous_anterior": vox(zj, yc + ay - 4.0, xc),
+            "muscle_medial": vox(zj + 25 * s, yc, xc + 1.05 * R - 18 * s),
+            "femur_marrow": vox(zj + 60 * s, yc - 5 * s, xc),
+        }
+
+
+def _ellipse(y, x, ay, ax):
+    return (y / ay) ** 2 + (x / ax) ** 2
+
+
+def planes(geo: Geometry, z0: int, z1: int) -> np.ndarray:
+    """Tissue ids of global planes ``z0:z1``, shape ``(z1 - z0, ny, nx)``, dtype uint8."""
+    nz, ny, nx = geo.shape
+    d, s, R = geo.dx, geo.scale, geo.outer_radius()
+    zj, yc, xc = geo.centre()
+    z = (np.arange(z0, z1) * d - zj)[:, None, None]
+    y = (np.arange(ny) * d - yc)[None, :, None]
+    x = (np.arange(nx) * d - xc)[None, None, :]
+    shp = (z1 - z0, ny, nx)
+    out = np.full(shp, ID["air"], dtype=np.uint8)
+    ax, ay = 1.05 * R, 0.95 * R
+    rho = np.sqrt(_ellipse(y, x, ay, ax))                       # 1 at the skin surface
+    depth = np.broadcast_to((1.0 - rho) * R, shp)                # ~mm below the skin
+    leg = depth >= 0
+    out[leg] = ID["muscle"]
+    out[leg & (depth < 10.0)] = ID["fat"]
+    out[leg & (depth < 2.0)] = ID["skin"]
+
+    # bones: elliptic sections blending from shaft to condyle/plateau near the joint
+    gap = max(3.0 * s, d)
+    cart = max(2.5 * s, d)
+    for sign, shaft, wide_x, wide_y, yoff in ((+1, 14.0, 38.0, 26.0, -5.0),
+                                              (-1, 13.0, 36.0, 24.0, -3.0)):
+        zz = sign * z - gap / 2                                   # distance from bone end
+        f = np.clip(zz / (50.0 * s), 0.0, 1.0)
+        bx = (wide_x + (shaft - wide_x) * f) * s
+        by = (wide_y + (shaft - wide_y) * f) * s
+        e = _ellipse(y - yoff * s, x, by, bx)
+        inside = (zz >= 0) & (e <= 1.0)
+        shell = 1.0 - 3.0 * s / np.minimum(bx, by)
+        out[inside] = ID["cortical_bone"]
+        out[inside & (e < shell ** 2)] = ID["cancellous_bone"]
+        out[inside & np.broadcast_to(zz < cart, shp)] = ID["cartilage"]
+    joint = (np.abs(z) < gap / 2) & (_ellipse(y + 4.0 * s, x, 27.0 * s, 39.0 * s) <= 1.0)
+    out[np.broadcast_to(joint, shp)] = ID["synovial_fluid"]
+
+    # patella, with cartilage on its posterior face
+    py = ay - 2.0 - 4.0 * s - 10.0 * s
+    e = ((z - 10.0 * s) / (24.0 * s)) ** 2 + ((y - py) / (10.0 * s)) ** 2 + (x / (22.0 * s)) ** 2
+    pat = e <= 1.0
+    out[pat] = ID["cortical_bone"]
+    out[pat & (e < (1.0 - 2.0 * s / (10.0 * s)) ** 2)] = ID["cancellous_bone"]
+    out[pat & np.broadcast_to(y < py - 6.0 * s, shp)] = ID["cartilage"]
+
+    # cooling device outside the skin
+    if geo.device != "none":
+        ang = np.degrees(np.arctan2(y / ay, x / ax)) % 360.0
+        sector = np.zeros((1, ny, nx), dtype=bool)
+        for side in geo.sides:
+            diff = np.abs((ang - SIDES[side] + 180.0) % 360.0 - 180.0)
+            sector |= diff <= 50.0
+        over = np.broadcast_to(np.abs(z) <= geo.length / 2, shp) & np.broadcast_to(sector, shp)
+        outside = -depth                                          # mm outside the skin
+        band = over & (outside > 0) & (outside <= geo.bandage)
+        dev = over & (outside > geo.bandage) & (outside <= geo.device_depth())
+        out[band] = ID["bandage"]
+        out[dev] = ID["gel"] if geo.device == "gel" else ID["cuff"]
+
+    # grid boundary: insulator at the cut ends, air around
+    if z0 == 0:
+        out[0] = np.where(out[0] == ID["air"], ID["air"], ID["insulator"])
+    if z1 == nz:
+        out[-1] = np.where(out[-1] == ID["air"], ID["air"], ID["insulator"])
+    out[:, 0, :] = out[:, -1, :] = ID["air"]
+    out[:, :, 0] = out[:, :, -1] = ID["air"]
+    return out

@@ -1,0 +1,155 @@
+"""The bioheat solver on a :class:`pyfw.domain.SlabDomain`: property tables, stability limit,
+explicit stepping (overlapped halo, optional balancing), steady state by red-black SOR.
+
+The same kernels run serially (a domain on one rank) and under MPI. The outermost layer of
+voxels of the global grid is the boundary and is never updated (fixed-temperature tissues,
+air, insulators belong there).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pyfw.domain import reductions as red
+from pyfw.errors import ConfigurationError
+
+from . import kernel as K
+from .tissues import C_BLOOD, RHO_BLOOD, T_ARTERIAL
+
+__all__ = ["UnstableTimeStep", "Tables", "HeatSolver"]
+
+
+class UnstableTimeStep(ConfigurationError):
+    """The requested time step is above the stability limit of the explicit scheme."""
+
+
+class Tables:
+    """Small per-tissue tables (never per-voxel or per-face arrays) for voxel size ``dx`` (m)."""
+
+    def __init__(self, tissues, dx: float, t_arterial: float = T_ARTERIAL):
+        if not dx > 0:
+            raise ConfigurationError(f"voxel size must be > 0, got {dx}")
+        nt = len(tissues)
+        if not 0 < nt <= 256:
+            raise ConfigurationError("between 1 and 256 tissues (ids are uint8)")
+        self.tissues, self.dx, self.t_arterial = tuple(tissues), float(dx), float(t_arterial)
+        k = np.array([t.k for t in tissues], dtype=np.float64)
+        self.C = np.zeros((nt, nt))
+        for a, ta in enumerate(tissues):
+            if ta.boundary:
+                continue
+            for b, tb in enumerate(tissues):
+                if tb.boundary and tb.k == 0:
+                    self.C[a, b] = tb.h / dx
+                else:
+                    self.C[a, b] = 2.0 * k[a] * k[b] / (k[a] + k[b]) / dx ** 2
+        self.rhoc = np.array([0.0 if t.boundary else t.rho * t.c for t in tissues])
+        self.wb = np.array([0.0 if t.boundary else t.perfusion * RHO_BLOOD * C_BLOOD
+                            for t in tissues])
+        self.src = np.array([0.0 if t.boundary else w * t_arterial + t.qm
+                             for t, w in zip(tissues, self.wb)])
+        self.conducting = np.array([not t.boundary for t in tissues], dtype=np.bool_)
+
+    def g(self, dt: float) -> np.ndarray:
+        """dt / (rho c) per tissue (0 for boundary materials)."""
+        return np.where(self.rhoc > 0, dt / np.where(self.rhoc > 0, self.rhoc, 1.0), 0.0)
+
+
+class HeatSolver:
+    """Explicit Pennes stepping of field ``T`` (with scratch ``Tn``) over a domain holding a
+    uint8 field ``tid``. ``dt=None`` picks ``safety`` times the stability limit; a requested
+    ``dt`` above the limit raises :class:`UnstableTimeStep` on every rank."""
+
+    def __init__(self, dom, tables: Tables, dt: float | None = None, safety: float = 0.9,
+                 overlap: bool = True, balancer=None):
+        self.dom, self.tab = dom, tables
+        self.overlap, self.balancer = overlap, balancer
+        if "tid" not in dom.fields or dom.fields["tid"].dtype != np.uint8:
+            raise ConfigurationError("the domain needs a uint8 field 'tid'")
+        if int(red.field_max(dom, "tid")) >= len(tables.tissues):
+            raise ConfigurationError(f"tissue id {int(red.field_max(dom, 'tid'))} not in the "
+                                     f"table of {len(tables.tissues)} tissues")
+        if "T" not in dom.fields:
+            dom.add("T", np.float64)
+        dom.exchange(["tid"])
+        self.dt_limit = self.stable_dt()
+        if dt is None:
+            dt = safety * self.dt_limit
+        self.set_dt(dt)
+        self.step_count = 0
+        self.time = 0.0
+
+    # -------------------------------------------------------------- stability
+    def _planes(self, k0: int, k1: int) -> tuple[int, int]:
+        """Clip local planes k0:k1 to those updated (not the first/last global plane)."""
+        lo, nz = self.dom.lo, self.dom.shape[0]
+        return max(k0, 2 - lo), min(k1, nz - lo)
+
+    def stable_dt(self) -> float:
+        """Global stability limit min (rho c) / (sum of face coefficients + wb) (collective)."""
+        d = self.dom
+        a, b = self._planes(1, d.n + 1)
+        local = K._stable_dt(d["tid"], self.tab.C, self.tab.rhoc, self.tab.wb, a, b) \
+            if a < b else np.inf
+        return float(red.allreduce(d.comm, np.array([local]), "min")[0])
+
+    def set_dt(self, dt: float) -> None:
+        """Use time step ``dt``; raises :class:`UnstableTimeStep` above the limit."""
+        if not (np.isfinite(dt) and dt > 0):
+            raise ConfigurationError(f"time step must be > 0, got {dt}")
+        if dt > self.dt_limit:
+            raise UnstableTimeStep(
+                f"time step {dt:.6g} s is above the stability limit {self.dt_limit:.6g} s of "
+                f"the explicit scheme for this grid and tissue table (dx = {self.tab.dx:g} m); "
+                f"use dt <= {self.dt_limit:.6g} s or omit it to get 0.9 x the limit")
+        self.dt = float(dt)
+        self._g = self.tab.g(self.dt)
+
+    # -------------------------------------------------------------- stepping
+    def prepare(self) -> None:
+        """Call after changing ``T`` by hand: copies it into the scratch field and exchanges
+        ghost planes."""
+        d = self.dom
+        d.fields["Tn"] = d.fields["T"].copy()
+        d.exchange(["T", "tid"])
+
+    def _update(self, k0: int, k1: int) -> None:
+        a, b = self._planes(k0, k1)
+        if a < b:
+            f, t = self.dom.fields, self.tab
+            K._pennes_step(f["T"], f["Tn"], f["tid"], t.C, self._g, t.wb, t.src, a, b)
+
+    def advance(self, nsteps: int) -> None:
+        """Take ``nsteps`` explicit steps (rebalancing if a balancer is attached)."""
+        d = self.dom
+        if "Tn" not in d.fields:
+            self.prepare()
+        for _ in range(int(nsteps)):
+            spent = d.step(self._update, ["T"], overlap=self.overlap)
+            d.fields["T"], d.fields["Tn"] = d.fields["Tn"], d.fields["T"]
+            self.step_count += 1
+            self.time = self.step_count * self.dt
+            if self.balancer is not None:
+                self.balancer.record(spent)
+                self.balancer.check()
+
+    # -------------------------------------------------------------- steady state
+    def steady_state(self, tol: float = 1e-6, max_iter: int = 20000, omega: float = 1.9,
+                     check_every: int = 10) -> int:
+        """Relax ``T`` to the steady state (red-black SOR, identical on any decomposition)
+        until the largest change of a sweep is below ``tol`` (K). Returns the sweep count;
+        raises RuntimeError if it does not converge."""
+        d, t = self.dom, self.tab
+        d.exchange(["tid"])
+        for it in range(1, max_iter + 1):
+            big = 0.0
+            for colour in (0, 1):
+                d.exchange(["T"])
+                a, b = self._planes(1, d.n + 1)
+                if a < b:
+                    big = max(big, K._sor_sweep(d["T"], d["tid"], t.C, t.wb, t.src,
+                                                t.conducting, omega, d.lo - 1 + colour, a, b))
+            if it % check_every == 0:
+                if red.allreduce(d.comm, np.array([big]), "max")[0] < tol:
+                    self.prepare()
+                    return it
+        raise RuntimeError(f"steady state did not converge in {max_iter} sweeps")

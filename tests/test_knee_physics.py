@@ -1,0 +1,206 @@
+"""Verification of the bioheat kernel and solver against reference code and analytic answers
+(serial: a SlabDomain on COMM_SELF runs the same kernels as the MPI runtime)."""
+import math
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from apps.knee import kernel as K
+from apps.knee.solver import HeatSolver, Tables, UnstableTimeStep
+from apps.knee.tissues import DEFAULT_TISSUES, Tissue
+from pyfw.domain import SlabDomain
+from pyfw.errors import ConfigurationError
+from tests import naive_heat
+
+WALL = Tissue("wall", boundary=True, h=0.0)           # insulating
+MAT = Tissue("m", 1.0, 1.0, 1.0)
+
+
+def dirichlet(k=1.0):
+    return Tissue("fixed", k=k, boundary=True)
+
+
+def box(shape, tid, T, tissues, dx=1.0, dt=None, safety=0.9):
+    dom = SlabDomain(MPI.COMM_SELF, shape)
+    dom.set_from_global("tid", np.asarray(tid, np.uint8))
+    dom.set_from_global("T", np.asarray(T, np.float64))
+    return dom, HeatSolver(dom, Tables(tissues, dx), dt=dt, safety=safety)
+
+
+def ring(shape, inner=1, outer=0):
+    tid = np.full(shape, outer, np.uint8)
+    tid[1:-1, 1:-1, 1:-1] = inner
+    return tid
+
+
+def test_kernel_matches_naive_reference():
+    rng = np.random.default_rng(1)
+    shape = (9, 8, 7)
+    tid = rng.integers(0, len(DEFAULT_TISSUES), shape).astype(np.uint8)
+    T = rng.uniform(-10, 40, shape)
+    dx = 1e-3
+    dom, s = box(shape, tid, T, DEFAULT_TISSUES, dx=dx)
+    assert s.dt_limit == pytest.approx(naive_heat.stable_dt(tid, DEFAULT_TISSUES, dx), rel=1e-13)
+    ref = T.copy()
+    for _ in range(3):
+        ref = naive_heat.step(ref, tid, DEFAULT_TISSUES, s.dt, dx)
+    s.advance(3)
+    np.testing.assert_allclose(dom.interior("T"), ref, rtol=1e-12, atol=1e-11)
+    # boundary materials and the outer layer never change
+    fixed = np.array([t.boundary for t in DEFAULT_TISSUES])[tid]
+    assert np.array_equal(dom.interior("T")[fixed], T[fixed])
+
+
+def test_discrete_eigenmode_decays_by_exact_factor():
+    shape = (18, 14, 12)
+    z, y, x = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
+    m = (1, 2, 1)
+    T0 = np.ones(shape)
+    for ax, (c, n) in enumerate(zip((z, y, x), shape)):
+        T0 = T0 * np.sin(m[ax] * np.pi * c / (n - 1))
+    dom, s = box(shape, ring(shape), T0, [dirichlet(), MAT])
+    r = s.dt  # k = rho c = dx = 1
+    G = 1 - 4 * r * sum(math.sin(mi * math.pi / (2 * (n - 1))) ** 2 for mi, n in zip(m, shape))
+    s.advance(60)
+    assert G ** 60 < 0.1
+    np.testing.assert_allclose(dom.interior("T"), G ** 60 * T0, rtol=0, atol=1e-13)
+
+
+def test_erf_semi_infinite_body():
+    # 1-D column: insulated sides, surface z = 0 held at Ts, body initially at Ti
+    nz, dx, k, rc = 121, 1e-3, 0.5, 4e6
+    alpha = k / rc
+    shape = (nz, 3, 3)
+    tid = np.zeros(shape, np.uint8)
+    tid[:, 1, 1] = 1
+    tid[0, 1, 1] = 2
+    Ts, Ti = 5.0, 35.0
+    T = np.full(shape, Ti)
+    T[0] = Ts
+    tis = [WALL, Tissue("body", k, rc, 1.0), Tissue("surface", k=k, boundary=True)]
+    dom, s = box(shape, tid, T, tis, dx=dx)
+    assert s.dt_limit == pytest.approx(rc * dx * dx / (2 * k))
+    nsteps = int(round(900 / s.dt))
+    s.advance(nsteps)
+    t = nsteps * s.dt
+    zc = np.arange(nz) * dx
+    exact = Ts + (Ti - Ts) * np.array([math.erf(v / (2 * math.sqrt(alpha * t))) for v in zc])
+    err = np.abs(dom.interior("T")[:, 1, 1] - exact).max() / (Ti - Ts)
+    assert 2 * math.sqrt(alpha * t) < 0.3 * nz * dx
+    assert err < 0.01, err
+
+
+def test_heat_is_conserved_with_insulated_walls():
+    rng = np.random.default_rng(3)
+    shape = (12, 10, 11)
+    tis = [WALL, Tissue("a", 0.5, 1000, 4000), Tissue("b", 0.2, 900, 2300),
+           Tissue("c", 2.0, 1900, 1300)]
+    tid = rng.integers(1, 4, shape).astype(np.uint8)
+    tid[0] = tid[-1] = tid[:, 0] = tid[:, -1] = tid[:, :, 0] = tid[:, :, -1] = 0
+    T = rng.uniform(0, 40, shape)
+    dom, s = box(shape, tid, T, tis, dx=1e-3)
+    rc = np.array([0.0] + [t.rho * t.c for t in tis[1:]])
+    before = (rc[tid] * T).sum()
+    s.advance(300)
+    after = (rc[tid] * dom.interior("T")).sum()
+    assert abs(after - before) / before < 1e-12
+    assert dom.interior("T")[tid > 0].std() < 0.5 * T[tid > 0].std()  # it did diffuse
+
+
+def _two_layer(m, k1=0.5, k2=0.1, nz=20, dx=1e-3):
+    shape = (nz, 3, 3)
+    tid = np.zeros(shape, np.uint8)
+    tid[:, 1, 1] = np.where(np.arange(nz) < m, 1, 2)
+    tid[0, 1, 1], tid[-1, 1, 1] = 3, 4
+    T = np.full(shape, 0.5)
+    T[0], T[-1] = 0.0, 1.0
+    tis = [WALL, Tissue("a", k1, 1e6, 1.0), Tissue("b", k2, 1e6, 1.0),
+           Tissue("lo", k=k1, boundary=True), Tissue("hi", k=k2, boundary=True)]
+    return shape, tid, T, tis
+
+
+def test_two_layer_steady_state_is_exact():
+    nz, m, k1, k2, dx = 20, 7, 0.5, 0.1, 1e-3
+    shape, tid, T, tis = _two_layer(m, k1, k2, nz, dx)
+    dom, s = box(shape, tid, T, tis, dx=dx)
+    s.steady_state(tol=1e-15, max_iter=100000, omega=1.5)
+    z = np.arange(nz) * dx
+    zi = (m - 0.5) * dx                       # interface midway between nodes
+    q = 1.0 / (zi / k1 + (z[-1] - zi) / k2)   # flux through the series resistances
+    exact = np.where(z < zi, q * z / k1, q * zi / k1 + q * (z - zi) / k2)
+    np.testing.assert_allclose(dom.interior("T")[:, 1, 1], exact, rtol=0, atol=1e-12)
+    # the explicit scheme has the same fixed point: stepping from it changes nothing
+    s.prepare()
+    s.advance(50)
+    np.testing.assert_allclose(dom.interior("T")[:, 1, 1], exact, rtol=0, atol=1e-12)
+
+
+def _gauss_error(N, t0=0.004, tend=8 / 2048, r=0.125):
+    # box [-0.5, 0.5]^3, k = rho c = 1, Dirichlet walls at the exact initial values
+    dx = 1.0 / N
+    c = np.arange(N + 1) * dx - 0.5
+    zz, yy, xx = np.meshgrid(c, c, c, indexing="ij")
+    r2 = zz ** 2 + yy ** 2 + xx ** 2
+
+    def exact(t):
+        return (t0 / (t0 + t)) ** 1.5 * np.exp(-r2 / (4 * (t0 + t)))
+    shape = r2.shape
+    dom, s = box(shape, ring(shape), exact(0.0), [dirichlet(), MAT], dx=dx, dt=r * dx * dx)
+    n = int(round(tend / s.dt))
+    assert abs(n * s.dt - tend) < 1e-12
+    s.advance(n)
+    e = dom.interior("T") - exact(tend)
+    return np.sqrt((e[1:-1, 1:-1, 1:-1] ** 2).mean())
+
+
+def test_gaussian_pulse_converges_at_second_order():
+    errs = [_gauss_error(N) for N in (16, 32, 64)]
+    orders = [math.log2(a / b) for a, b in zip(errs, errs[1:])]
+    assert all(1.8 < p < 2.2 for p in orders), (errs, orders)
+
+
+def test_perfusion_ode_exact_factor():
+    shape = (6, 6, 6)
+    t = Tissue("p", 0.5, 1000, 4000, perfusion=1e-3, qm=500.0)
+    dom, s = box(shape, ring(shape), np.full(shape, 20.0), [WALL, t], dx=1e-3)
+    wb = 1e-3 * 1050 * 3617
+    teq = 37.0 + 500.0 / wb
+    s.advance(100)
+    fac = (1 - s.dt * wb / (1000 * 4000)) ** 100
+    got = dom.interior("T")[1:-1, 1:-1, 1:-1]
+    np.testing.assert_allclose(got, teq + (20.0 - teq) * fac, rtol=1e-13)
+
+
+def test_unstable_dt_is_refused_and_the_limit_is_tight():
+    shape = (34, 34, 34)
+    tid = ring(shape)
+    z, y, x = np.indices(shape)
+    T = np.where(tid == 1, (-1.0) ** (z + y + x), 0.0)   # the least stable mode, roughly
+    tis = [dirichlet(), Tissue("m", 1.0, 1.0, 1.0, perfusion=1e-9)]
+    dom, s = box(shape, tid, T, tis)
+    lim = s.dt_limit
+    assert lim == pytest.approx(1 / (6 + 1e-9 * 1050 * 3617), rel=1e-14)
+    with pytest.raises(UnstableTimeStep, match="above the stability limit"):
+        s.set_dt(1.01 * lim)
+    with pytest.raises(UnstableTimeStep):
+        box(shape, tid, T, tis, dt=lim * (1 + 1e-9))
+    s.set_dt(lim)  # exactly at the limit is allowed
+
+    def grow(factor):
+        a, b = T.copy(), T.copy()
+        g = s.tab.g(factor * lim)
+        for _ in range(400):
+            K._pennes_step(a, b, tid, s.tab.C, g, s.tab.wb, s.tab.src * 0, 1, shape[0] - 1)
+            a, b = b, a
+        return np.abs(a).max()
+    assert grow(1.01) > 10 * np.abs(T).max()      # just above the limit: blows up
+    assert grow(0.99) <= np.abs(T).max()          # just below: decays
+
+
+def test_bad_inputs():
+    shape = (6, 6, 6)
+    with pytest.raises(ConfigurationError, match="not in the table"):
+        box(shape, np.full(shape, 7), np.zeros(shape), [WALL, MAT])
+    with pytest.raises(ConfigurationError, match="time step must be > 0"):
+        box(shape, ring(shape), np.zeros(shape), [WALL, MAT], dt=-1.0)
