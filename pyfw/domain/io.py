@@ -44,6 +44,10 @@ def _attr(v):
     return v
 
 
+def _cannot(what, path, e) -> ConfigurationError:
+    return ConfigurationError(f"cannot {what} {path!r}: {type(e).__name__}: {e}")
+
+
 # ------------------------------------------------------------------------------ checkpoints
 def save_checkpoint(dom, path: str, names, attrs: dict | None = None,
                     keep_previous: bool = True) -> None:
@@ -62,7 +66,7 @@ def save_checkpoint(dom, path: str, names, attrs: dict | None = None,
             for k, v in (attrs or {}).items():
                 f.attrs[k] = _attr(v)
         except Exception as e:  # noqa: BLE001 - reported on every rank below
-            exc = e
+            exc = _cannot("write checkpoint", path, e)
     agree(dom.comm, exc, f"checkpoint {path!r}")
     for name in names:
         g = dom.gather(name, 0)
@@ -70,7 +74,7 @@ def save_checkpoint(dom, path: str, names, attrs: dict | None = None,
             try:
                 f.create_dataset(name, data=g)
             except Exception as e:  # noqa: BLE001
-                exc = e
+                exc = _cannot("write checkpoint", path, e)
     if dom.rank == 0:
         try:
             f.close()
@@ -79,7 +83,7 @@ def save_checkpoint(dom, path: str, names, attrs: dict | None = None,
                     os.replace(path, path + ".prev")
                 os.replace(tmp, path)
         except Exception as e:  # noqa: BLE001
-            exc = exc or e
+            exc = exc or _cannot("write checkpoint", path, e)
     agree(dom.comm, exc, f"checkpoint {path!r}")
 
 
@@ -151,7 +155,7 @@ class SnapshotFile:
                     f.attrs["spacing"] = np.array(self.spacing, dtype=float)
                     f.attrs["origin"] = np.array(self.origin, dtype=float)
             except Exception as e:  # noqa: BLE001
-                exc = e
+                exc = _cannot("create snapshot file", path, e)
         agree(dom.comm, exc, f"snapshot file {path!r}")
         for name in static:
             self._write({name: f"/{name}"})
@@ -168,7 +172,7 @@ class SnapshotFile:
                         for k, v in (attrs or {}).items():
                             d.attrs[k] = v
                 except Exception as e:  # noqa: BLE001
-                    exc = e
+                    exc = _cannot("write snapshot", self.path, e)
         agree(self.dom.comm, exc, f"snapshot {self.path!r}")
 
     def write(self, step: int, time: float, names=("T",)) -> None:
