@@ -71,13 +71,13 @@ class KneeRun:
     """One simulation over ``comm`` (mpi4py or pyfw Comm). Collective in every method."""
 
     def __init__(self, comm, params: Params, balance: bool = True, overlap: bool = True,
-                 slowdown: float = 1.0, balance_every: int = 20, log=print):
+                 slowdown: float = 1.0, balance_every: int = 20, log=print, cuts=None):
         params.validate()
         self.p = params
         self.geo = params.geometry()
         self.tissues = params.tissues()
         self.tab = Tables(self.tissues, params.dx_mm * 1e-3)
-        self.dom = SlabDomain(comm, self.geo.shape, slowdown=slowdown)
+        self.dom = SlabDomain(comm, self.geo.shape, cuts=cuts, slowdown=slowdown)
         self.rank = self.dom.rank
         self.log = log if self.rank == 0 else (lambda *a, **k: None)
         self.balancer = Balancer(self.dom, every=balance_every) if balance else None
