@@ -192,13 +192,17 @@ class KneeRun:
 
     # ------------------------------------------------------------------ results
     def summary(self, marks=(30, 60, 90)) -> dict:
-        """Temperature drop of each probe point at the given minutes (interpolated)."""
+        """Temperature drop of each probe point at the given minutes that were reached, and
+        at the end of the run (linear interpolation of the histories)."""
         t = np.array(self.history["t"]) / 60.0
         out = {"t0": self.t0_values, "drop": {}}
-        for m in marks:
-            if t.size and t[-1] >= m - 1e-9:
-                out["drop"][m] = {k: float(self.t0_values[k] - np.interp(m, t, self.history[k]))
-                                  for k in self.points}
+        end = float(t[-1]) if t.size else 0.0
+        pts = [m for m in marks if m <= end + 1e-9]
+        if end > 0 and (not pts or abs(pts[-1] - end) > 1e-6):
+            pts.append(round(end, 2))
+        for m in pts:
+            out["drop"][m] = {k: float(self.t0_values[k] - np.interp(m, t, self.history[k]))
+                              for k in self.points}
         return out
 
     def stats(self) -> dict:
