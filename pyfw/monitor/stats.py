@@ -81,6 +81,8 @@ def hockney_fit(sizes: Sequence[float], times: Sequence[float]) -> Hockney:
     w = 1.0 / t
     a = np.stack([w, m * w], axis=1)
     (alpha, beta), *_ = np.linalg.lstsq(a, t * w, rcond=None)
+    if beta * m.max() < 1e-9 * t.mean():  # no measurable slope (incl. round-off)
+        beta = 0.0 if beta >= 0 else beta
     if beta < 0:
         beta = 0.0
         alpha = float(np.average(t, weights=w * w))
