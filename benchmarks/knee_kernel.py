@@ -1,0 +1,123 @@
+"""Kernel speed vs the memory-bandwidth roof, measured in the same run (one core).
+
+Roof: a streamed copy reads 8 B and writes 8 B per element, as the constant-coefficient
+stencil does per lattice update (T read once thanks to the layer condition, Tn written), so
+a copy's element rate is that kernel's roof. Two copies are timed: numpy's ``copyto``
+(glibc memcpy, non-temporal stores for large arrays: no write-allocate, the best case) and a
+numba loop ``b[i] = a[i] + s`` that stores like the stencil does (normal stores, so each
+written line is read first: 24 B of traffic per element, as INSPECT counts for this
+stencil). The stencil's roof is the numba copy's element rate; the memcpy roof is reported
+too. The knee kernel also reads a 1-byte tissue id: roof = bandwidth / 17 B (numba copy:
+bandwidth counted as 24 B/element, so roof = 24/25 of the copy's element rate).
+Medians of repeated runs with min-max.
+
+    python benchmarks/knee_kernel.py [--shape 200 160 160] [--repeat 7]
+Writes benchmarks/results/knee_kernel.json and .png.
+"""
+import argparse
+import json
+import os
+import platform
+import time
+
+import numpy as np
+from numba import njit
+
+from apps.knee import kernel as K
+from apps.knee.phantom import Geometry, planes
+from apps.knee.solver import Tables
+from apps.knee.tissues import DEFAULT_TISSUES
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@njit(cache=True)
+def _stream_copy(a, b, s):
+    fa, fb = a.ravel(), b.ravel()
+    for i in range(fa.size):
+        fb[i] = fa[i] + s
+
+
+def timed(fn, repeat):
+    fn()  # warm-up (and compile)
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return np.array(ts)
+
+
+def stats(rates):
+    return {"median": float(np.median(rates)), "min": float(rates.min()),
+            "max": float(rates.max())}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", type=int, nargs=3, default=(200, 160, 160))
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    shape = tuple(args.shape)
+    n = int(np.prod(shape))
+    nup = (shape[0] - 2) * (shape[1] - 2) * (shape[2] - 2)
+    a = np.random.default_rng(0).random(shape)
+    b = np.empty_like(a)
+    t_copy = timed(lambda: np.copyto(b, a), args.repeat)
+    copy_bw = 16.0 * n / t_copy                                   # bytes/s (read + write)
+    t_ncopy = timed(lambda: _stream_copy(a, b, 0.0), args.repeat)
+    ncopy_rate = n / t_ncopy                                      # elements/s, normal stores
+    t_const = timed(lambda: K._const_step(a, b, 0.1, 1, shape[0] - 1), args.repeat)
+    geo = Geometry(shape=shape)
+    tid = planes(geo, 0, shape[0])
+    tab = Tables(DEFAULT_TISSUES, 1e-3)
+    g = tab.g(0.8)
+    T = np.full(shape, 35.0)
+    Tn = T.copy()
+    t_knee = timed(lambda: K._pennes_step(T, Tn, tid, tab.C, g, tab.wb, tab.src, 1,
+                                          shape[0] - 1), args.repeat)
+    const = stats(nup / t_const)
+    knee = stats(nup / t_knee)
+    res = {
+        "shape": shape, "repeat": args.repeat, "host": platform.node(),
+        "copy_GBps": stats(copy_bw / 1e9),
+        "numba_copy_GBps_incl_write_allocate": stats(24.0 * ncopy_rate / 1e9),
+        "roof_const_memcpy_MLUPs": float(np.median(copy_bw) / 16 / 1e6),
+        "const_MLUPs": {k: v / 1e6 for k, v in const.items()},
+        "knee_MLUPs": {k: v / 1e6 for k, v in knee.items()},
+        "roof_const_MLUPs": float(np.median(ncopy_rate) / 1e6),
+        "roof_knee_MLUPs": float(np.median(ncopy_rate) * 24 / 25 / 1e6),
+    }
+    res["const_fraction_of_roof"] = res["const_MLUPs"]["median"] / res["roof_const_MLUPs"]
+    res["knee_fraction_of_roof"] = res["knee_MLUPs"]["median"] / res["roof_knee_MLUPs"]
+    res["targets"] = {"const >= 60% of roof": res["const_fraction_of_roof"] >= 0.6,
+                      "knee >= 200 MLUP/s": res["knee_MLUPs"]["median"] >= 200}
+    out = os.path.join(HERE, "results", "knee_kernel")
+    with open(out + ".json", "w") as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps(res, indent=1))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6, 4))
+        names = ["constant 7-pt", "knee (Pennes)"]
+        med = [res["const_MLUPs"]["median"], res["knee_MLUPs"]["median"]]
+        err = [[m - r["min"] for m, r in zip(med, (res["const_MLUPs"], res["knee_MLUPs"]))],
+               [r["max"] - m for m, r in zip(med, (res["const_MLUPs"], res["knee_MLUPs"]))]]
+        ax.bar(names, med, yerr=err, color=["tab:blue", "tab:orange"], label="measured")
+        ax.scatter(names, [res["roof_const_MLUPs"], res["roof_knee_MLUPs"]], marker="_",
+                   s=2000, color="k", label="copy-bandwidth roof")
+        ax.set_ylabel("M lattice updates / s (1 core)")
+        ax.axhline(res["roof_const_memcpy_MLUPs"], ls=":", color="gray",
+                   label="memcpy roof (no write-allocate)")
+        ax.set_title(f"grid {shape}, memcpy {res['copy_GBps']['median']:.1f} GB/s")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out + ".png", dpi=110)
+    except ImportError:
+        pass
+
+
+if __name__ == "__main__":
+    main()
