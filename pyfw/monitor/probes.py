@@ -50,7 +50,7 @@ __all__ = ["STUDY_SIZES", "ProbeTimeout", "LinkMatrix", "round_robin", "netpipe_
 STUDY_SIZES = (80, 320, 640, 16384, 65536)
 
 TAG_SYNC, TAG_CTL, TAG_DATA = 32601, 32602, 32603
-_SPIN = 1e-4   # poll without sleeping for this long, then back off
+_SPIN = 5e-4   # poll without sleeping this long (TCP rendezvous needs steady progress)
 _TMIN, _TMAX, _FRAC = 2e-5, 1e-3, 0.02  # sleep <= 2 % of the time waited so far
 
 
