@@ -1,0 +1,57 @@
+"""Phantom and model-level checks (serial)."""
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from apps.knee.model import KneeRun, Params
+from apps.knee.phantom import Geometry, planes
+from apps.knee.tissues import DEFAULT_TISSUES, ID, tissue_table
+from pyfw.errors import ConfigurationError
+
+
+def test_phantom_is_built_plane_by_plane_and_has_the_anatomy():
+    geo = Geometry(shape=(60, 70, 66), thickness=8.0, length=40.0)
+    geo.validate()
+    whole = planes(geo, 0, 60)
+    parts = np.concatenate([planes(geo, a, b) for a, b in ((0, 7), (7, 31), (31, 60))])
+    assert np.array_equal(whole, parts)
+    present = set(np.unique(whole).tolist())
+    for name in ("air", "insulator", "skin", "fat", "muscle", "cortical_bone",
+                 "cancellous_bone", "cartilage", "synovial_fluid", "bandage", "gel"):
+        assert ID[name] in present, name
+    pts = geo.points()
+    assert whole[pts["joint_centre"]] == ID["synovial_fluid"]
+    assert whole[pts["skin_anterior"]] == ID["skin"]
+    assert whole[pts["femur_marrow"]] == ID["cancellous_bone"]
+    # the default grid is a 1 mm knee of ~39 cm circumference with a few million voxels
+    big = Geometry()
+    assert big.outer_radius() == 62.0 and np.prod(big.shape) > 5e6
+
+
+def test_property_overrides_and_errors():
+    t = tissue_table({"muscle.k": 0.6, "air.h": 5})
+    assert t[ID["muscle"]].k == 0.6 and t[ID["air"]].h == 5.0
+    assert DEFAULT_TISSUES[ID["muscle"]].k == 0.49
+    with pytest.raises(ConfigurationError, match="unknown tissue property"):
+        tissue_table({"muscle.colour": 1})
+    with pytest.raises(ConfigurationError, match="needs k, rho, c > 0"):
+        tissue_table({"fat.k": -1})
+    with pytest.raises(ConfigurationError, match="too small"):
+        Geometry(shape=(5, 40, 40)).validate()
+
+
+def test_cuff_holds_its_temperature_and_cools_the_skin():
+    p = Params(shape=(30, 44, 42), device="cuff", length_mm=20.0, cuff_temp=5.0,
+               steady_tol=1e-7)
+    run = KneeRun(MPI.COMM_SELF, p, balance=False, log=lambda *a: None)
+    run.steady_state()
+    run.start_cooling()
+    T0 = run.probe()
+    run.run(minutes=5, history_every=30)
+    T1 = run.probe()
+    cuff = run.dom.interior("tid") == ID["cuff"]
+    assert cuff.any() and np.all(run.dom.interior("T")[cuff] == 5.0)
+    assert T0["skin_anterior"] - T1["skin_anterior"] > 3.0
+    assert T0["joint_centre"] - T1["joint_centre"] >= 0.0
+    # steady state of the uncooled knee: skin cooler than the core, core near arterial
+    assert T0["skin_anterior"] < T0["joint_centre"] < 37.5
