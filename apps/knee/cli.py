@@ -99,7 +99,7 @@ def _run(args, comm) -> int:
 
     from .model import KneeRun, Params
 
-    quiet = args.quiet
+    quiet = args.quiet or comm.rank != 0
     log = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     slow = dict(args.slowdown)
     kw = dict(balance=not args.no_balance, overlap=not args.no_overlap,
