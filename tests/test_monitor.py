@@ -205,7 +205,8 @@ def _all_ok(comm, ok, msg=""):
 
 @pytest.mark.mpi(min_size=2)
 def test_probes_recover_injected_latency_and_bandwidth():
-    """Tolerance: latency within 25 % + 0.5 ms, bandwidth within 30 % (oversubscribed box)."""
+    """Tolerance: latency within 25 % + 0.5 ms, bandwidth within 30 %. Noise on a shared,
+    oversubscribed box only adds time, so the test uses NetPIPE's min (capability)."""
     from pyfw.monitor import probe_pairs
     comm = _world()
     p = comm.size
@@ -213,7 +214,7 @@ def test_probes_recover_injected_latency_and_bandwidth():
     if p >= 4:
         lat[(2, 3)], bw[(2, 3)] = 5e-3, 40e6
     sh = LinkShaper.for_comm(comm, latency=lat, bandwidth=bw)
-    m = probe_pairs(comm, reps=6, method="median", timeout=20)
+    m = probe_pairs(comm, reps=6, method="min", timeout=20)
     msgs = []
     for (i, j), L in lat.items():
         a, b = m.alpha[i, j], m.bandwidth[i, j]
@@ -316,7 +317,7 @@ def test_online_monitor_tracks_slow_link_and_rank_within_budget():
     comm = _world()
     p = comm.size
     LinkShaper.for_comm(comm, latency={(0, 1): 3e-3})
-    mon = OnlineMonitor(comm, budget=0.1, sizes=(80, 4096), reps=3)
+    mon = OnlineMonitor(comm, budget=0.1, sizes=(80, 4096), reps=3, method="min")
     slow = Slowdown(2.0 if comm.rank == 1 else 1.0)
     t0 = time.perf_counter()
     probed = 0
@@ -337,7 +338,7 @@ def test_online_monitor_tracks_slow_link_and_rank_within_budget():
         msgs.append(f"latency 0-1 forecast {lat[0, 1]:.2e}")
     if p > 2 and not np.nanmax(np.delete(lat[0], [0, 1])) < 1e-3:
         msgs.append(f"unshaped links {lat[0]}")
-    if not 0.3 < ratio < 0.75:
+    if not 0.2 < ratio < 0.8:   # true 0.5; wide: preemption on a shared box skews it
         msgs.append(f"speed ratio {ratio:.2f}, want ~0.5")
     if not mon.overhead() < 0.25:                      # budget 0.1, first probe included
         msgs.append(f"overhead {mon.overhead():.3f}")
@@ -355,7 +356,7 @@ def test_cli_probe_writes_json_and_report_views_it(tmp_path):
     from pyfw.monitor.__main__ import main
     out = tmp_path / "probe.json"
     res = run(2, [sys.executable, "-m", "pyfw.monitor", "probe", "--ring", "--allgather",
-                  "--reps", "4", "--emulate", "0-1:2e-3", "-o", str(out)],
+                  "--reps", "6", "--method", "min", "--emulate", "0-1:2e-3", "-o", str(out)],
               timeout=120, capture=True, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "emulated links" in res.stdout and "allgather" in res.stdout

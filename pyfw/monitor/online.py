@@ -64,14 +64,15 @@ class OnlineMonitor:
         self.probe_seconds = 0.0
         self.t_start = time.perf_counter()
         self._t_mark, self._steps_mark = self.t_start, 0
-        self._speed_sample = math.nan
+        self._work = self._work_seconds = 0.0
 
     # --------------------------------------------------------------- the step hook
     def step(self, work: float | None = None, seconds: float | None = None) -> bool:
-        """Count a step (collective); probe if due. ``work`` done in ``seconds`` updates this
-        rank's speed sample (shared at the next probe). Returns True if it probed."""
+        """Count a step (collective); probe if due. ``work`` done in ``seconds`` is summed; at the next
+        probe, total work / total seconds is this rank's speed sample. Returns True if it probed."""
         if work is not None and seconds is not None and seconds > 0:
-            self._speed_sample = work / seconds
+            self._work += work
+            self._work_seconds += seconds
         self.steps += 1
         if self.steps < self.next_probe:
             return False
@@ -96,7 +97,8 @@ class OnlineMonitor:
                         rec[:3] = peer, fit.alpha, fit.bandwidth
         rec[4] = step_time
         rec[3] = time.perf_counter() - t0
-        send = np.concatenate([rec, [self._speed_sample]])
+        speed = self._work / self._work_seconds if self._work_seconds > 0 else math.nan
+        send = np.concatenate([rec, [speed]])
         allrec = np.empty((p, 6))
         self.mpi.Allgather(send, allrec)
         for i in range(p):
@@ -105,7 +107,7 @@ class OnlineMonitor:
                 self._links[(i, int(j))].update(allrec[i, 1], allrec[i, 2])
             if math.isfinite(allrec[i, 5]):
                 self._speeds[i].update(allrec[i, 5])
-        self._speed_sample = math.nan
+        self._work = self._work_seconds = 0.0
         spent = time.perf_counter() - t0
         self.probe_seconds += spent
         probe_max = float(np.nanmax(allrec[:, 3]))  # gathered: the same on every rank
