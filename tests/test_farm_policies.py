@@ -169,3 +169,27 @@ def test_done_tracker_ranges_and_overlaps():
     assert d.low == 20 and d.high == 10
     d.add_range(20, 30)
     assert d.low == 40 and d.high == 0
+
+
+def test_pipeline_forecasts_the_round_trip_per_worker():
+    p = Pipeline(sample_every=0.0)
+    t = 0.0
+    for _ in range(30):
+        t += 1.0
+        p.observe_rtt(1e-4, rank=1, now=t)          # a fast link
+        p.observe_rtt(5e-3, rank=2, now=t)          # a slow link
+    assert p.rtt_of(1) == pytest.approx(1e-4) and p.rtt_of(2) == pytest.approx(5e-3)
+    # 1 ms chunks: the slow link needs ceil((5 + 1) / 1) = 6 in flight, the fast one 2
+    assert p.depth(1e-3, 1) == 2 and p.depth(1e-3, 2) == 6
+    assert p.lead(2) > p.lead(1)
+    assert set(p.forecasts()) == {1, 2} and p.forecasts()[2]["forecaster"]
+    assert p.rtt_of(99) == pytest.approx(1e-4)      # unknown worker: the global minimum
+
+
+def test_pipeline_samples_the_minimum_of_each_interval():
+    p = Pipeline(sample_every=1.0)
+    p.observe_rtt(3e-3, rank=1, now=0.0)            # first sample seeds the forecast
+    for i, x in enumerate([9e-3, 2e-3, 8e-3]):      # queueing noise within one interval
+        p.observe_rtt(x, rank=1, now=0.1 + 0.1 * i)
+    p.observe_rtt(7e-3, rank=1, now=1.5)            # the interval closes with its minimum
+    assert p._banks[1].last == pytest.approx(2e-3)

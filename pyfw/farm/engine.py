@@ -254,10 +254,14 @@ class RoundState:
 
 
 class _Chunk:
-    __slots__ = ("cid", "rnd", "ids", "items", "rank", "t_sent", "t_head", "twin", "left")
+    __slots__ = ("cid", "rnd", "ids", "items", "rank", "t_sent", "t_head", "twin", "left",
+                 "tries")
 
     def __init__(self, cid, rnd, ids, items, rank, now):
         self.cid, self.rnd, self.ids, self.items, self.rank = cid, rnd, ids, items, rank
+        # failed attempts already counted for its tasks when it was sent (retries only)
+        attempts = rnd.attempts
+        self.tries = {t: attempts[t] for t in ids if t in attempts} if attempts else None
         self.left = len(ids)  # tasks whose results have not come back yet
         self.t_sent = self.t_head = now
         self.twin = None
@@ -438,7 +442,7 @@ class Engine:
             w.stats.record(n, sum_t, sum_t2, busy, idle)
             if chunk is not None and status != P.PARTIAL:
                 # round trip minus the worker's own time holding the chunk: network + polling
-                self.pipeline.observe_rtt((now - chunk.t_sent) - (t_done - t_got))
+                self.pipeline.observe_rtt((now - chunk.t_sent) - (t_done - t_got), src, now)
             self.pipeline.observe(now, busy, len(self.workers))
         rnd = self.rounds.get(rid)
         if rnd is None or rnd.cancelled:
@@ -458,13 +462,18 @@ class Engine:
             self._reconcile(chunk)
 
     def _sort_errors(self, rnd, chunk, src, ids, values, errors):
-        """Split failed tasks into retries (requeued) and errors to report."""
+        """Split failed tasks into retries (requeued) and errors to report. A failure from
+        a copy of an attempt that was already counted (a duplicate chunk) is dropped."""
         failed = dict(errors)
         out_ids, out_vals, errs = [], [], {}
         for pos, tid in enumerate(ids):
             info = failed.get(pos)
             if info is not None:
-                tries = rnd.attempts.get(tid, 0) + 1
+                counted = rnd.attempts.get(tid, 0)
+                sent_at = chunk.tries.get(tid, 0) if chunk is not None and chunk.tries else 0
+                if counted > sent_at:
+                    continue  # this attempt's failure was counted when its twin reported
+                tries = counted + 1
                 rnd.attempts[tid] = tries
                 if tries <= self.retries and chunk is not None:
                     rnd.retry.append((tid, chunk.items[pos]))
@@ -577,14 +586,14 @@ class Engine:
                 sent = self._duplicate_tail(workers, now)
             return sent
         stats = [w.stats for w in workers]
-        lead = pipeline.lead()
         for w in workers:
+            lead = pipeline.lead(w.rank)
             while True:
                 n = len(w.inflight)
                 if n:
                     mean = w.stats.mean_recent
                     chunk_time = None if mean is None else mean * len(w.inflight[-1].ids)
-                    if n >= pipeline.depth(chunk_time):
+                    if n >= pipeline.depth(chunk_time, w.rank):
                         break
                     if mean is not None and self._outstanding(w, now) >= lead:
                         break

@@ -199,7 +199,7 @@ class Farm:
         if eng.pipeline is not None:
             p = eng.pipeline
             out["pipeline"] = {"rtt_s": p.rtt, "factor": p.factor, "settled": p.settled,
-                               "history": p.history}
+                               "history": p.history, "links": p.forecasts()}
         return out
 
     def write_stats(self, path: str) -> None:

@@ -28,6 +28,7 @@ import copy
 import math
 
 from ..errors import ConfigurationError
+from ..monitor.forecast import ForecasterBank
 
 __all__ = ["WorkerStats", "make_policy", "POLICIES", "Pipeline"]
 
@@ -256,18 +257,28 @@ class Pipeline:
     the workers (compute seconds per wall second) still improves by more than ``gain``
     (5 %); the first doubling that does not pay is reverted and the depth settles. The count
     never exceeds ``max_depth``.
+
+    The round trip is forecast per worker by a :class:`pyfw.monitor.ForecasterBank`
+    (Network Weather Service style: the predictor with the lowest recent error wins), so a
+    worker behind a slow or jittery link gets a deeper pipeline than its neighbours.
     """
 
     def __init__(self, max_depth: int = 32, fixed: int | None = None, gain: float = 0.05,
-                 window: float = 0.25, margin: float = 1e-3):
+                 window: float = 0.25, margin: float = 1e-3, sample_every: float = 0.01):
         if fixed is not None and fixed < 1:
             raise ConfigurationError(f"pipeline depth must be >= 1, got {fixed}")
         if max_depth < 1:
             raise ConfigurationError(f"max_depth must be >= 1, got {max_depth}")
         self.max_depth, self.fixed, self.gain = max_depth, fixed, gain
         self.window, self.margin = window, margin
-        self.rtt = None          # smallest recent round-trip overhead (s)
+        self.rtt = None          # smallest recent round-trip overhead over all workers (s)
         self._rtt_samples: list[float] = []
+        # per worker: an NWS forecaster bank over its round-trip overhead, fed with the
+        # smallest sample of every ``sample_every`` seconds (queueing inflates the others)
+        self.sample_every = sample_every
+        self._banks: dict[int, ForecasterBank] = {}
+        self._window_min: dict[int, tuple[float, float]] = {}
+        self.link_rtt: dict[int, float] = {}
         self.factor = 1
         self.settled = fixed is not None
         self._prev = None
@@ -276,29 +287,54 @@ class Pipeline:
         self._w_chunks = 0
         self.history: list[tuple[int, float]] = []  # (factor, utilisation) per window
 
-    def observe_rtt(self, sample: float) -> None:
+    def observe_rtt(self, sample: float, rank: int | None = None, now: float = 0.0) -> None:
+        """A measured round-trip overhead (network + polling) of a chunk to ``rank``."""
         if sample <= 0:
             return
         self._rtt_samples.append(sample)
         if len(self._rtt_samples) > 64:
             self._rtt_samples.pop(0)
         self.rtt = min(self._rtt_samples)
+        if rank is None:
+            return
+        low, since = self._window_min.get(rank, (math.inf, now))
+        low = min(low, sample)
+        if now - since < self.sample_every and rank in self.link_rtt:
+            self._window_min[rank] = (low, since)
+            return
+        bank = self._banks.get(rank)
+        if bank is None:
+            bank = self._banks[rank] = ForecasterBank()
+        bank.update(low)
+        self.link_rtt[rank] = bank.predict().value
+        self._window_min[rank] = (math.inf, now)
 
-    def depth(self, chunk_time: float | None) -> int:
+    def rtt_of(self, rank: int | None) -> float | None:
+        """The forecast round-trip overhead to ``rank`` (the global minimum until known)."""
+        value = self.link_rtt.get(rank)
+        return self.rtt if value is None or not math.isfinite(value) else value
+
+    def forecasts(self) -> dict:
+        """Per worker: forecast round trip (s) and the forecaster the bank trusts now."""
+        return {r: {"rtt_s": self.link_rtt[r], "forecaster": b.predict().method}
+                for r, b in sorted(self._banks.items())}
+
+    def depth(self, chunk_time: float | None, rank: int | None = None) -> int:
         """Chunks allowed in flight on a worker whose chunks take ``chunk_time`` seconds."""
         if self.fixed is not None:
             return self.fixed
-        if self.rtt is None or not chunk_time:
+        rtt = self.rtt_of(rank)
+        if rtt is None or not chunk_time:
             base = 2
         else:
-            base = max(2, math.ceil((self.rtt + chunk_time) / chunk_time))
+            base = max(2, math.ceil((rtt + chunk_time) / chunk_time))
         return max(1, min(self.max_depth, base * self.factor))
 
-    def lead(self) -> float:
+    def lead(self, rank: int | None = None) -> float:
         """Send the next chunk when the worker has less than this much work left (s)."""
         if self.fixed is not None:
             return math.inf
-        return self.factor * ((self.rtt or 0.0) + self.margin)
+        return self.factor * ((self.rtt_of(rank) or 0.0) + self.margin)
 
     def observe(self, now: float, busy: float, nworkers: int) -> None:
         """Feed the compute seconds a finished chunk reported; adjusts the doubling factor."""
