@@ -11,7 +11,9 @@ boundaries only when
   exceeds the estimated cost of moving (measured on the previous move: seconds per byte plus a
   fixed part; a conservative guess before the first move), and
 * the predicted gain per step is above ``min_gain`` of the current step time and above one
-  plane's time on the slowest rank (hysteresis: noise does not move a boundary back and forth).
+  plane's time on the slowest rank, and
+* the previous check proposed moving the boundaries the same way (hysteresis: a one-off
+  noisy window, e.g. another process stealing a core for a moment, moves nothing).
 
 Every rank takes the decision from the same gathered numbers, so all agree without a vote.
 """
@@ -32,7 +34,7 @@ class Balancer:
     ``guess_latency`` (s): move-cost model until a move has been measured.
     """
 
-    def __init__(self, domain, every: int = 20, alpha: float = 0.5, min_gain: float = 0.05,
+    def __init__(self, domain, every: int = 20, alpha: float = 0.5, min_gain: float = 0.10,
                  guess_bandwidth: float = 1e9, guess_latency: float = 2e-3):
         if every < 1:
             raise ValueError("every must be >= 1")
@@ -45,6 +47,7 @@ class Balancer:
         self.ema = None            # smoothed compute time per step, per rank
         self.loss = 0.0            # seconds lost to imbalance since the last move
         self._window = []
+        self._last_dir = None      # direction of the previous proposal (for hysteresis)
         self.steps = 0
         self.history = []          # one dict per check (for logs and tests)
 
@@ -89,8 +92,13 @@ class Balancer:
         self.history.append(rec)
         worth = (not np.array_equal(new, d.cuts) and gain > self.min_gain * now
                  and gain > plane_time)
-        if not (worth and (force or self.loss > cost)):
+        direction = np.sign(new - d.cuts) if worth else None
+        confirmed = (direction is not None and self._last_dir is not None
+                     and np.array_equal(direction, self._last_dir))
+        self._last_dir = direction
+        if not (worth and (force or (confirmed and self.loss > cost))):
             return None
+        self._last_dir = None
         info = d.repartition(new)
         spent = float(d.comm.mpi.allreduce(info["seconds"], op=_max()))
         nbytes = float(d.comm.mpi.allreduce(info["bytes"], op=_max()))
