@@ -17,6 +17,7 @@ the payload, never in the tag (``MPI_TAG_UB`` can be as low as 32767).
 """
 from __future__ import annotations
 
+import os
 import pickle
 import time
 from typing import Any
@@ -80,7 +81,16 @@ class Comm:
         self.recv_bytes = np.zeros(n, np.int64)
         self.failed: set[int] = set()
         self.shaper = None
+        self._held: list[tuple[float, Any, int, int]] = []  # delivery-delayed messages
+        self._last_due: dict[int, float] = {}
         self._pending: list[tuple[MPI.Request, Any, int]] = []  # (request, buffer, dest)
+        links = os.environ.get("PYFW_EMULATE_LINKS")
+        if links:
+            from .monitor.emulate import DeliveryShaper, parse_links
+            lat, bw = parse_links(links)
+            lat = {k: v for k, v in lat.items() if max(k) < n}
+            bw = {k: v for k, v in bw.items() if max(k) < n}
+            self.shaper = DeliveryShaper(self.rank, n, latency=lat, bandwidth=bw)
         self._status = MPI.Status()
 
     # ---------------------------------------------------------------- construction
@@ -133,6 +143,10 @@ class Comm:
 
         Raises :class:`PeerFailure` (once per newly failed set of ranks) under ULFM.
         """
+        if self._held:
+            got = self._release(source, tag)
+            if got is not None:
+                return got
         st = self._status
         try:
             msg = self.mpi.Improbe(source, tag, st)
@@ -150,7 +164,25 @@ class Comm:
             return None
         self.recv_msgs[src] += 1
         self.recv_bytes[src] += n
+        arrival = getattr(self.shaper, "arrival", None)
+        if arrival is not None:
+            hold_for = arrival(src, n)
+            if hold_for > 0:
+                # messages on one link keep their order (MPI's non-overtaking rule)
+                due = max(time.perf_counter() + hold_for, self._last_due.get(src, 0.0))
+                self._last_due[src] = due
+                self._held.append((due, pickle.loads(buf), src, tg))
+                return None
         return pickle.loads(buf), src, tg
+
+    def _release(self, source: int, tag: int):
+        """The earliest held message that is due and matches ``source``/``tag``, if any."""
+        now = time.perf_counter()
+        for i, (due, obj, src, tg) in enumerate(self._held):
+            if due <= now and source in (ANY_SOURCE, src) and tag in (ANY_TAG, tg):
+                del self._held[i]
+                return obj, src, tg
+        return None
 
     def recv(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, timeout: float | None = None,
              backoff: Backoff | None = None):

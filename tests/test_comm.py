@@ -63,3 +63,26 @@ def test_ring_counts_buffers_and_objects():
     assert t["sent_msgs"][right] == 2 and t["recv_msgs"][left] == 2
     c.mpi.Barrier()
     c.free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_delivery_shaper_delays_arrival_not_the_sender():
+    import time
+
+    from pyfw.monitor.emulate import DeliveryShaper
+    c = Comm(MPI.COMM_WORLD).dup()
+    c.shaper = DeliveryShaper(c.rank, c.size, latency={(0, 1): 0.2})
+    verdict = True
+    if c.rank == 0:
+        t0 = time.perf_counter()
+        for i in range(3):
+            c.isend(i, 1, 7)
+        c.flush(timeout=30)
+        verdict = time.perf_counter() - t0 < 0.1           # the sender did not wait
+    elif c.rank == 1:
+        t0 = time.perf_counter()
+        got = [c.recv(0, 7, timeout=30)[0] for _ in range(3)]
+        waited = time.perf_counter() - t0
+        verdict = got == [0, 1, 2] and 0.19 < waited < 2.0  # held ~0.2 s, order kept
+    assert all(c.mpi.allgather(verdict))
+    c.mpi.Barrier()

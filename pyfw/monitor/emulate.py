@@ -29,7 +29,8 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["LinkShaper", "Slowdown", "hold", "spin", "spin_work"]
+__all__ = ["LinkShaper", "DeliveryShaper", "parse_links", "Slowdown", "hold", "spin",
+           "spin_work"]
 
 #: below this, :func:`hold` only spins; above, it sleeps all but this much, then spins.
 SPIN_TAIL = 1e-3
@@ -166,3 +167,37 @@ class LinkShaper:
         """Injected one-way time of a ping-pong of ``nbytes`` between i and j (RTT / 2)."""
         return 0.5 * (self.latency[i, j] + self.latency[j, i]
                       + nbytes / self.bandwidth[i, j] + nbytes / self.bandwidth[j, i])
+
+
+class DeliveryShaper(LinkShaper):
+    """Like :class:`LinkShaper`, but a message is *delivered* late instead of *sent* late.
+
+    The sender never waits: the receiving :class:`pyfw.comm.Comm` holds a message from
+    ``peer`` for ``latency + nbytes / bandwidth`` seconds before handing it out (the
+    ``arrival`` hook, pickle path), so both ends keep computing meanwhile, as over a real
+    long-haul link. This is the emulation the pipelined master-worker runtime needs.
+    Every rank installs it (``PYFW_EMULATE_LINKS`` does this for every Comm of a job).
+    """
+
+    def delay(self, peer: int, nbytes: int) -> float:
+        return 0.0
+
+    def arrival(self, peer: int, nbytes: int) -> float:
+        """Seconds to hold a message of ``nbytes`` that came from ``peer``."""
+        return LinkShaper.delay(self, peer, nbytes)
+
+
+def parse_links(spec: str) -> tuple[dict, dict]:
+    """``"I-J:LATENCY[:BANDWIDTH],..."`` -> ({(i, j): latency_s}, {(i, j): bandwidth_Bps})."""
+    lat, bw = {}, {}
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        parts = item.split(":")
+        try:
+            i, j = (int(x) for x in parts[0].split("-"))
+            lat[(i, j)] = float(parts[1])
+            if len(parts) > 2:
+                bw[(i, j)] = float(parts[2])
+        except (ValueError, IndexError) as exc:
+            raise ValueError(f"bad link spec {item!r}: expected I-J:LATENCY_S[:BANDWIDTH_BPS]"
+                             ) from exc
+    return lat, bw
