@@ -187,12 +187,22 @@ class RoundState:
     def take(self, k: int):
         """Up to ``k`` tasks to send: ``(ids, items)``; ids a range when consecutive."""
         if self.retry:
+            # a task that has failed before travels alone: if it kills its next worker too,
+            # the blame falls on it and not on innocent neighbours of its chunk
             ids, items = [], []
-            while self.retry and len(ids) < k:
-                tid, item = self.retry.popleft()
-                if tid not in self.done:
-                    ids.append(tid)
-                    items.append(item)
+            retry, attempts = self.retry, self.attempts
+            while retry and len(ids) < k:
+                tid, item = retry[0]
+                if tid in self.done:
+                    retry.popleft()
+                    continue
+                if attempts.get(tid) and ids:
+                    break
+                retry.popleft()
+                ids.append(tid)
+                items.append(item)
+                if attempts.get(tid):
+                    break
             return ids, items
         if not self._buffered():
             self._refill(k)
@@ -492,9 +502,9 @@ class Engine:
         covered = twin is not None and twin.cid in self.chunks and self.workers[twin.rank].alive
         if covered:
             return
-        for tid, item in zip(chunk.ids, chunk.items):
-            if tid not in rnd.done:
-                rnd.retry.appendleft((tid, item))
+        pending = [(tid, item) for tid, item in zip(chunk.ids, chunk.items)
+                   if tid not in rnd.done]
+        rnd.retry.extendleft(reversed(pending))  # first in line again, in their order
 
     # ---------------------------------------------------------------- failures
     def _lost(self, ranks) -> None:
@@ -509,9 +519,10 @@ class Engine:
             self.comm.cancel_sends_to(r)
             lost = list(w.inflight)
             w.inflight.clear()
-            for chunk in lost:
+            for pos, chunk in enumerate(lost):
                 self.chunks.pop(chunk.cid, None)
-                self._count_loss(chunk)
+                if pos == 0:  # only the running chunk was attempted; queued ones never started
+                    self._count_loss(chunk)
                 self._reconcile(chunk)
         if not self.alive_workers():
             self.broken = FarmBroken(f"every worker has failed (last: rank(s) {list(ranks)}); "
