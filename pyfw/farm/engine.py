@@ -122,14 +122,12 @@ class RoundState:
         self.ndone = 0
         self.outputs: deque = deque()    # records: (ids, values, errors{pos: TaskError}, rank)
         self.cancelled = False
-        self.failed: BaseException | None = None
         self.attempts: dict[int, int] = {}
         self.window = window             # ordered delivery: dispatch only tid < base + window
         self.window_base = 0
         self.skip = skip or {}           # tid -> value already known (journal)
         self.tail_duplication = True     # idle workers may get copies of its last chunks
         self.wire_fn = None if fn is None else (fn, star)
-        self.started = time.perf_counter()
 
     # ---------------------------------------------------------------- task supply
     def _refill(self, want: int) -> None:
@@ -174,7 +172,7 @@ class RoundState:
         return left
 
     def has_pending(self) -> bool:
-        if self.cancelled or self.failed is not None:
+        if self.cancelled:
             return False
         if self.retry:
             return True
@@ -227,7 +225,7 @@ class RoundState:
 
     @property
     def finished(self) -> bool:
-        if self.cancelled or self.failed is not None:
+        if self.cancelled:
             return True
         return (self.exhausted and not self._buffered() and not self.retry
                 and self.total is not None and self.ndone >= self.total)
@@ -278,8 +276,7 @@ class _Chunk:
 
 
 class _Worker:
-    __slots__ = ("rank", "host", "pid", "alive", "inflight", "stats", "hello", "bytes_in",
-                 "lost")
+    __slots__ = ("rank", "host", "pid", "alive", "inflight", "stats", "hello")
 
     def __init__(self, rank):
         self.rank = rank
@@ -288,7 +285,6 @@ class _Worker:
         self.hello = False
         self.inflight: deque[_Chunk] = deque()
         self.stats = WorkerStats(rank)
-        self.lost = 0
 
 
 class Engine:
