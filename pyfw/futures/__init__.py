@@ -96,7 +96,7 @@ _worker_state: dict = {}
 class Executor(cf.Executor):
     """Run callables on the workers of a pyfw farm (see the module docstring).
 
-    ``max_workers`` is accepted for compatibility and only checked against the pool;
+    ``max_workers`` is accepted for compatibility (the pool is the ranks mpiexec started);
     ``initializer(*initargs)`` runs once per worker before its first task of this executor
     (a failure breaks the executor, as in mpi4py); remaining keyword arguments go to
     :class:`pyfw.farm.Farm` when the executor makes its own farm (``policy=``, ...).
@@ -127,8 +127,8 @@ class Executor(cf.Executor):
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._submitted: deque = deque()     # (future, fn, args, kwargs) not yet in a round
-        self._maps: deque = deque()          # (fn, iterable, star, chunksize, window, reply)
-        self._live: list = []                # (RoundState, on_records) being served
+        self._maps: deque = deque()          # (call, star, items, total, chunksize, window, reply)
+        self._live: list = []                # (RoundState, reply or None) being served
         self._shutdown = False
         self._broken: str | None = None
         self._thread = None
