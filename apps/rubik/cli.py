@@ -99,8 +99,9 @@ def main(argv=None, out=None):
         res.seconds = time.perf_counter() - t0
         _report(cube, res, args, out)
         return 0
-    from .parallel import solve_parallel
-    with Farm(None) as farm:
+    from .parallel import preload, solve_parallel
+    with Farm(None, setup=preload,
+              setup_args=(args.heuristic, args.cache_dir, args.table_depth)) as farm:
         if farm.is_master:
             tables = Heuristic(args.heuristic, args.cache_dir, progress=not args.json,
                                max_depth=args.table_depth)

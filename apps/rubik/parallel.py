@@ -27,6 +27,18 @@ def _load(name, cache_dir, max_depth):
     return Heuristic(name, cache_dir, progress=False, max_depth=max_depth)
 
 
+def _tables(ctx, name, cache_dir, max_depth):
+    """This worker's tables, loaded (memory-mapped) once and cached in its context."""
+    return ctx.resource(f"rubik:{name}:{cache_dir}:{max_depth}", _load, name, cache_dir,
+                        max_depth)
+
+
+def preload(ctx, heuristic=DEFAULT_HEURISTIC, cache_dir=None, max_depth=None):
+    """Farm ``setup`` function: load the tables when the worker starts, while the master
+    loads its own, instead of inside the first round."""
+    _tables(ctx, heuristic, cache_dir, max_depth)
+
+
 class SubtreeTask(Task):
     """Search the subtree under ``prefix`` to ``bound``; returns a dict with the node counts,
     the solutions found and the busy seconds (None if the round was cancelled)."""
@@ -46,8 +58,7 @@ class SubtreeTask(Task):
         return Cube(cp, co, ep, eo, check=False)
 
     def run(self, ctx):
-        name, cache_dir, max_depth = self.spec
-        h = ctx.resource(f"rubik:{name}:{cache_dir}:{max_depth}", _load, name, cache_dir, max_depth)
+        h = _tables(ctx, *self.spec)
         t0 = time.perf_counter()
         s = h.subtree(self.cube(), self.prefix, self.bound)
         sols = []
@@ -196,4 +207,4 @@ def prefixes_at(depth):
     return out
 
 
-__all__ = ["SubtreeTask", "solve_parallel", "prefixes_at"]
+__all__ = ["SubtreeTask", "solve_parallel", "prefixes_at", "preload"]
