@@ -9,7 +9,7 @@ from pyfw.errors import CommTimeout
 
 
 def test_backoff_doubles_and_caps():
-    b = Backoff(tmin=1e-6, tmax=4e-6)
+    b = Backoff(tmin=1e-6, tmax=4e-6, spin=0.0)
     delays = []
     for _ in range(5):
         b.sleep()
@@ -17,6 +17,20 @@ def test_backoff_doubles_and_caps():
     assert delays == [1e-6, 2e-6, 4e-6, 4e-6, 4e-6]
     b.reset()
     assert b.delay == 0.0
+
+
+def test_backoff_yields_before_it_sleeps():
+    import time
+    b = Backoff(tmin=1e-6, tmax=4e-6, spin=0.05)
+    t0 = time.perf_counter()
+    calls = 0
+    while b.delay == 0.0:          # still yielding, not sleeping
+        b.sleep()
+        calls += 1
+    assert time.perf_counter() - t0 >= 0.05 and calls > 1 and b.slept == 0.0
+    b.reset()
+    b.sleep()
+    assert b.delay == 0.0          # progress starts a new yield window
 
 
 def test_self_messages_are_counted():
