@@ -19,6 +19,36 @@ def face_coef(k1, k2, bnd2, h2, dx):
     return 2 * k1 * k2 / (k1 + k2) / dx ** 2
 
 
+def perfusion_factor(T, q10, tref):
+    """Cold-induced vasoconstriction: q10 ** ((T - tref) / 10) below tref, 1 above."""
+    return q10 ** ((T - tref) / 10.0) if T < tref else 1.0
+
+
+def enthalpy(T, t):
+    """Volumetric enthalpy (J/m^3, from t_solidus) of a phase-change tissue ``t``: sensible
+    heat of the frozen and the liquid phase, the latent heat spread evenly over the melting
+    range together with the mean sensible heat capacity."""
+    cs, cl = t.rho * (t.c_solid or t.c), t.rho * t.c
+    cm = t.rho * t.latent / (t.t_liquidus - t.t_solidus) + (cs + cl) / 2
+    if T <= t.t_solidus:
+        return cs * (T - t.t_solidus)
+    if T <= t.t_liquidus:
+        return cm * (T - t.t_solidus)
+    return cm * (t.t_liquidus - t.t_solidus) + cl * (T - t.t_liquidus)
+
+
+def temperature(H, t):
+    """Inverse of :func:`enthalpy` (bisection: slow and obvious)."""
+    lo, hi = -300.0, 300.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if enthalpy(mid, t) < H:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
 def step(T, tid, tissues, dt, dx, Ta=37.0):
     """One explicit Pennes step with plain Python loops (outer layer held fixed)."""
     k, rc, wb, qm, h, bnd = props(tissues, tid)
@@ -34,13 +64,22 @@ def step(T, tid, tissues, dt, dx, Ta=37.0):
                                     (0, 0, 1)):
                     n = (z + dz, y + dy, x + dxx)
                     flux += face_coef(k[z, y, x], k[n], bnd[n], h[n], dx) * (T[n] - T[z, y, x])
-                out[z, y, x] = T[z, y, x] + dt / rc[z, y, x] * (
-                    flux + wb[z, y, x] * (Ta - T[z, y, x]) + qm[z, y, x])
+                tis = tissues[tid[z, y, x]]
+                p = perfusion_factor(T[z, y, x], tis.q10, tis.tref)
+                q = flux + p * (wb[z, y, x] * (Ta - T[z, y, x]) + qm[z, y, x])
+                if tis.latent > 0:
+                    out[z, y, x] = temperature(enthalpy(T[z, y, x], tis) + dt * q, tis)
+                else:
+                    out[z, y, x] = T[z, y, x] + dt / rc[z, y, x] * q
     return out
 
 
-def stable_dt(tid, tissues, dx):
-    """min over conducting interior voxels of rho c / (sum of face coefficients + wb)."""
+def stable_dt(tid, tissues, dx, Ta=37.0):
+    """min over conducting interior voxels of rho c / (sum of face coefficients + wb), with
+    rho c the smallest enthalpy slope of a phase-change tissue (frozen or liquid sensible
+    heat) and wb replaced by a bound of |d/dT (p(T) (wb (Ta - T) + qm))| when the perfusion
+    depends on temperature: p' <= kap p with kap = ln(q10)/10, and max_T p kap |Ta - T|
+    <= max(1, kap |Ta - tref|)."""
     k, rc, wb, qm, h, bnd = props(tissues, tid)
     best = np.inf
     nz, ny, nx = tid.shape
@@ -49,9 +88,16 @@ def stable_dt(tid, tissues, dx):
             for x in range(1, nx - 1):
                 if bnd[z, y, x]:
                     continue
+                tis = tissues[tid[z, y, x]]
                 d = wb[z, y, x]
+                if tis.q10 != 1.0:
+                    kap = np.log(tis.q10) / 10
+                    d = d * (1 + max(1.0, kap * abs(Ta - tis.tref))) + kap * qm[z, y, x]
+                c = rc[z, y, x]
+                if tis.latent > 0:
+                    c = tis.rho * min(tis.c, tis.c_solid or tis.c)
                 for n in ((z - 1, y, x), (z + 1, y, x), (z, y - 1, x), (z, y + 1, x),
                           (z, y, x - 1), (z, y, x + 1)):
                     d += face_coef(k[z, y, x], k[n], bnd[n], h[n], dx)
-                best = min(best, rc[z, y, x] / d)
+                best = min(best, c / d)
     return best

@@ -55,3 +55,32 @@ def test_cuff_holds_its_temperature_and_cools_the_skin():
     assert T0["joint_centre"] - T1["joint_centre"] >= 0.0
     # steady state of the uncooled knee: skin cooler than the core, core near arterial
     assert T0["skin_anterior"] < T0["joint_centre"] < 37.5
+
+
+def test_ice_pack_holds_near_zero_while_a_gel_pack_warms():
+    out = {}
+    for pack in ("ice", "gel"):
+        p = Params(shape=(30, 44, 42), length_mm=20.0, thickness_mm=6.0, pack=pack,
+                   steady_tol=1e-6)
+        run = KneeRun(MPI.COMM_SELF, p, balance=False, log=lambda *a: None)
+        run.steady_state()
+        run.start_cooling()
+        run.run(minutes=20, history_every=60)
+        m = run.dom.interior("tid") == ID[pack]
+        out[pack] = (run.dom.interior("T")[m], run.probe())
+    ice, gel = out["ice"][0], out["gel"][0]
+    assert np.median(ice) > -1.0 - 1e-9 and np.median(ice) <= 0.0   # melting
+    assert np.median(gel) > 5.0                                      # sensible heat only
+    assert out["ice"][1]["skin_anterior"] < out["gel"][1]["skin_anterior"] - 3.0
+
+
+def test_arterial_temperature_and_bad_pack():
+    kw = dict(shape=(30, 44, 42), length_mm=20.0, device="none", steady_tol=1e-7)
+    warm = KneeRun(MPI.COMM_SELF, Params(**kw), balance=False, log=lambda *a: None)
+    warm.steady_state()
+    cool = KneeRun(MPI.COMM_SELF, Params(t_arterial=35.0, **kw), balance=False,
+                   log=lambda *a: None)
+    cool.steady_state()
+    assert cool.probe()["joint_centre"] < warm.probe()["joint_centre"] - 1.0
+    with pytest.raises(ConfigurationError, match="unknown pack"):
+        Params(pack="slush").validate()

@@ -14,6 +14,7 @@ from pyfw.errors import ConfigurationError
 from tests import naive_heat
 
 WALL = Tissue("wall", boundary=True, h=0.0)           # insulating
+ID_ICE = [t.name for t in DEFAULT_TISSUES].index("ice")
 MAT = Tissue("m", 1.0, 1.0, 1.0)
 
 
@@ -191,7 +192,9 @@ def test_unstable_dt_is_refused_and_the_limit_is_tight():
         a, b = T.copy(), T.copy()
         g = s.tab.g(factor * lim)
         for _ in range(400):
-            K._pennes_step(a, b, tid, s.tab.C, g, s.tab.wb, s.tab.src * 0, 1, shape[0] - 1)
+            t = s.tab
+            K._pennes_step(a, b, tid, t.C, g, t.wb, t.src * 0, t.kap, t.tref, t.pcm, t.pc,
+                           factor * lim, 1, shape[0] - 1)
             a, b = b, a
         return np.abs(a).max()
     assert grow(1.01) > 10 * np.abs(T).max()      # just above the limit: blows up
@@ -204,3 +207,85 @@ def test_bad_inputs():
         box(shape, np.full(shape, 7), np.zeros(shape), [WALL, MAT])
     with pytest.raises(ConfigurationError, match="time step must be > 0"):
         box(shape, ring(shape), np.zeros(shape), [WALL, MAT], dt=-1.0)
+
+
+# ---------------------------------------------------------------- vasoconstriction, latent heat
+def test_perfusion_law_matches_its_formula():
+    from apps.knee.tissues import perfusion_factor
+    assert perfusion_factor(37.0, 2.0, 37.0) == 1.0
+    assert perfusion_factor(40.0, 2.0, 37.0) == 1.0                 # no vasodilation above tref
+    assert perfusion_factor(27.0, 2.0, 37.0) == pytest.approx(0.5, rel=1e-15)
+    assert perfusion_factor(17.0, 3.0, 37.0) == pytest.approx(1 / 9, rel=1e-15)
+    assert perfusion_factor(30.0, 1.0, 37.0) == 1.0                 # q10 = 1: constant
+    # the kernel's factor is the same law: a uniform insulated box with perfusion only
+    # (explicit Euler step from T0, so the first step's change is exact)
+    shape = (5, 5, 5)
+    for T0 in (20.0, 30.0, 36.0, 39.0):
+        t = Tissue("p", 0.5, 1000, 4000, perfusion=2e-3, qm=800.0, q10=2.5)
+        dom, s = box(shape, ring(shape), np.full(shape, T0), [WALL, t], dx=1e-3)
+        s.advance(1)
+        wb = 2e-3 * 1050 * 3617
+        want = T0 + s.dt / 4e6 * perfusion_factor(T0, 2.5, 37.0) * (wb * (37.0 - T0) + 800.0)
+        got = dom.interior("T")[2, 2, 2]
+        assert got == pytest.approx(want, rel=1e-14, abs=1e-12)
+
+
+def test_kernel_with_vasoconstriction_and_melting_matches_naive_reference():
+    rng = np.random.default_rng(7)
+    shape = (8, 9, 7)
+    tis = list(DEFAULT_TISSUES) + [Tissue("wax", 0.3, 900, 2000, latent=2e5, c_solid=1500.0,
+                                          t_solidus=20.0, t_liquidus=25.0),
+                                   Tissue("q3", 0.4, 1000, 3600, 3e-3, 900.0, q10=3.0,
+                                          tref=34.0)]
+    tid = rng.integers(0, len(tis), shape).astype(np.uint8)
+    T = rng.uniform(-5, 40, shape)
+    T[tid == ID_ICE] = rng.choice([-3.0, -0.5, -0.01, 0.7], (tid == ID_ICE).sum())
+    dx = 1e-3
+    dom, s = box(shape, tid, T, tis, dx=dx)
+    assert s.dt_limit == pytest.approx(naive_heat.stable_dt(tid, tis, dx), rel=1e-13)
+    ref = T.copy()
+    for _ in range(4):
+        ref = naive_heat.step(ref, tid, tis, s.dt, dx)
+    s.advance(4)
+    np.testing.assert_allclose(dom.interior("T"), ref, rtol=1e-11, atol=1e-10)
+
+
+def test_frozen_pack_holds_its_melting_range_until_the_latent_heat_is_spent():
+    """0-D lumped check: an insulated block of ice (uniform, so conduction inside is zero)
+    heated by a uniform 'metabolic' power q (W/m^3) stays in its melting range for
+    rho L / q seconds, then warms as liquid."""
+    shape = (6, 6, 6)
+    q = 2.0e5                                           # W/m^3
+    ice = Tissue("ice", 0.6, 1000, 4180, qm=q, latent=334e3, c_solid=2050.0,
+                 t_solidus=-1.0, t_liquidus=0.0)
+    dom, s = box(shape, ring(shape), np.full(shape, -10.0), [WALL, ice], dx=1e-3)
+    dt = s.dt
+    times, temps = [], []
+    while s.time < 2500.0:
+        s.advance(20)
+        times.append(s.time)
+        temps.append(dom.interior("T")[3, 3, 3])
+    times, temps = np.array(times), np.array(temps)
+    # sensible heat to -1 C, then the latent heat + the mean sensible heat of the 1 K range
+    t_solid = 1000 * 2050 * 9.0 / q
+    t_melt = (1000 * 334e3 + 1000 * (2050 + 4180) / 2 * 1.0) / q
+    in_range = times[(temps > -1.0 - 1e-9) & (temps <= 0.0 + 1e-9)]
+    assert in_range.min() == pytest.approx(t_solid, abs=25 * dt)
+    assert in_range.max() - in_range.min() == pytest.approx(t_melt, rel=0.02)
+    # the plateau is the textbook L m / P (latent heat only) within a few %
+    assert in_range.max() - in_range.min() == pytest.approx(334e3 * 1000 / q, rel=0.03)
+    # energy is exact: final T from the total heat put in
+    E = q * s.time
+    T_end = 0.0 + (E - 1000 * 2050 * 9.0 - 1000 * 334e3 - 1000 * (2050 + 4180) / 2) / (
+        1000 * 4180)
+    assert temps[-1] == pytest.approx(T_end, abs=1e-8)
+
+
+def test_ice_pack_stability_limit_uses_the_frozen_heat_capacity():
+    shape = (8, 8, 8)
+    ice = Tissue("ice", 0.6, 1000, 4180, latent=334e3, c_solid=2050.0, t_solidus=-1.0,
+                 t_liquidus=0.0)
+    _, s = box(shape, ring(shape), np.full(shape, -10.0), [WALL, ice], dx=1e-3)
+    assert s.dt_limit == pytest.approx(1000 * 2050 / (6 * 0.6 / 1e-6), rel=1e-13)
+    with pytest.raises(UnstableTimeStep):
+        s.set_dt(1000 * 4180 / (6 * 0.6 / 1e-6))       # the liquid limit is too long

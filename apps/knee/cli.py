@@ -47,7 +47,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--thickness", type=float, default=15.0, help="gel pack thickness, mm")
     g.add_argument("--length", type=float, default=120.0, help="device length along the leg, mm")
     g.add_argument("--bandage", type=float, default=1.0, help="dressing under the device, mm")
-    g.add_argument("--pack-temp", type=float, default=-10.0, help="gel start temperature, C")
+    g.add_argument("--pack", choices=("ice", "gel"), default="ice",
+                   help="pack material: ice = frozen water-based pack with latent heat "
+                        "(melts over -1..0 C, default), gel = non-freezing gel")
+    g.add_argument("--pack-temp", type=float, default=-10.0, help="pack start temperature, C")
+    g.add_argument("--t-arterial", type=float, default=37.0,
+                   help="arterial blood temperature entering the knee, C (default 37)")
     g.add_argument("--cuff-temp", type=float, default=8.0, help="cryo-cuff liquid temperature, C")
     g.add_argument("--ambient", type=float, default=24.0, help="room temperature, C")
     g.add_argument("--h-air", type=float, default=10.0, help="skin-air coefficient, W/(m^2 K)")
@@ -116,7 +121,8 @@ def _run(args, comm) -> int:
         p = Params(shape=tuple(args.shape), dx_mm=args.dx, device=args.device,
                    sides=tuple(s for s in args.sides.split(",") if s),
                    thickness_mm=args.thickness, length_mm=args.length,
-                   bandage_mm=args.bandage, pack_temp=args.pack_temp,
+                   bandage_mm=args.bandage, pack_temp=args.pack_temp, pack=args.pack,
+                   t_arterial=args.t_arterial,
                    cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
                    overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol)
         run = KneeRun(comm, p, **kw)
@@ -125,7 +131,8 @@ def _run(args, comm) -> int:
     s = run.solver
     log(f"grid {run.geo.shape} on {comm.size} rank(s), slabs {run.dom.cuts.tolist()}, "
         f"dt = {s.dt:.4g} s (limit {s.dt_limit:.4g} s), device {run.p.device} on "
-        f"{','.join(run.p.sides)}")
+        f"{','.join(run.p.sides)}"
+        + (f" ({run.p.pack} pack)" if run.p.device == "gel" else ""))
     snaps = None
     if args.snapshot_every > 0:
         d = run.p.dx_mm * 1e-3

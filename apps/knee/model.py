@@ -20,7 +20,10 @@ from . import phantom
 from .solver import HeatSolver, Tables
 from .tissues import ID, tissue_table
 
-__all__ = ["Params", "KneeRun"]
+__all__ = ["Params", "KneeRun", "PACKS"]
+
+#: pack material by --pack choice (tissue name in the table)
+PACKS = {"ice": "ice", "gel": "gel"}
 
 
 @dataclass
@@ -34,6 +37,8 @@ class Params:
     length_mm: float = 120.0
     bandage_mm: float = 1.0
     pack_temp: float = -10.0
+    pack: str = "ice"            # ice: frozen water-based pack (latent heat); gel: no freezing
+    t_arterial: float = 37.0
     cuff_temp: float = 8.0
     ambient: float = 24.0
     h_air: float = 10.0
@@ -57,7 +62,9 @@ class Params:
             raise ConfigurationError(f"shape needs 3 values, got {self.shape}")
         self.geometry().validate()
         self.tissues()
-        for name in ("pack_temp", "cuff_temp", "ambient", "h_air"):
+        if self.pack not in PACKS:
+            raise ConfigurationError(f"unknown pack {self.pack!r} ({', '.join(PACKS)})")
+        for name in ("pack_temp", "cuff_temp", "ambient", "h_air", "t_arterial"):
             if not math.isfinite(getattr(self, name)):
                 raise ConfigurationError(f"{name} must be finite")
 
@@ -76,7 +83,7 @@ class KneeRun:
         self.p = params
         self.geo = params.geometry()
         self.tissues = params.tissues()
-        self.tab = Tables(self.tissues, params.dx_mm * 1e-3)
+        self.tab = Tables(self.tissues, params.dx_mm * 1e-3, t_arterial=params.t_arterial)
         self.dom = SlabDomain(comm, self.geo.shape, cuts=cuts, slowdown=slowdown)
         self.rank = self.dom.rank
         self.log = log if self.rank == 0 else (lambda *a, **k: None)
@@ -89,16 +96,21 @@ class KneeRun:
         self.t0_values = None
 
     # ------------------------------------------------------------------ set-up
+    def _planes(self, z0: int, z1: int) -> np.ndarray:
+        out = phantom.planes(self.geo, z0, z1)
+        out[out == ID["gel"]] = ID[PACKS[self.p.pack]]
+        return out
+
     def _fill(self, phase: str) -> None:
         d, p = self.dom, self.p
-        tid = d.set_from_global("tid", lambda z0, z1: phantom.planes(self.geo, z0, z1),
-                                np.uint8)
+        tid = d.set_from_global("tid", self._planes, np.uint8)
         own = tid[1:-1]
+        pack = ID[PACKS[p.pack]]
         if phase == "steady":  # the uncooled knee: no pack or cuff yet (bandage stays)
-            own[(own == ID["gel"]) | (own == ID["cuff"])] = ID["air"]
+            own[(own == pack) | (own == ID["cuff"])] = ID["air"]
         T = d.add("T", np.float64, 37.0)
         T[1:-1][own == ID["air"]] = p.ambient
-        T[1:-1][own == ID["gel"]] = p.pack_temp
+        T[1:-1][own == pack] = p.pack_temp
         T[1:-1][own == ID["cuff"]] = p.cuff_temp
 
     def steady_state(self) -> None:
@@ -115,10 +127,9 @@ class KneeRun:
         """Put the device on the steady-state knee (t = 0)."""
         d, p = self.dom, self.p
         T = d.fields["T"]
-        tid = d.set_from_global("tid", lambda z0, z1: phantom.planes(self.geo, z0, z1),
-                                np.uint8)
+        tid = d.set_from_global("tid", self._planes, np.uint8)
         own = tid[1:-1]
-        T[1:-1][own == ID["gel"]] = p.pack_temp
+        T[1:-1][own == ID[PACKS[p.pack]]] = p.pack_temp
         T[1:-1][own == ID["cuff"]] = p.cuff_temp
         self._make_solver()
         self.t0_values = self.probe()

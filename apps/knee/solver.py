@@ -48,6 +48,31 @@ class Tables:
         self.src = np.array([0.0 if t.boundary else w * t_arterial + t.qm
                              for t, w in zip(tissues, self.wb)])
         self.conducting = np.array([not t.boundary for t in tissues], dtype=np.bool_)
+        # temperature-dependent perfusion: factor exp(kap (T - tref)) below tref
+        self.kap = np.array([0.0 if t.boundary else np.log(t.q10) / 10.0 for t in tissues])
+        self.tref = np.array([t.tref for t in tissues], dtype=np.float64)
+        # phase change (enthalpy): (t_solidus, t_liquidus, rho c_s, mushy slope, rho c_l)
+        self.pc = np.array([t.phase_change and not t.boundary for t in tissues],
+                           dtype=np.uint8)
+        self.pcm = np.zeros((nt, 5))
+        for a, t in enumerate(tissues):
+            if self.pc[a]:
+                cs = t.rho * (t.c_solid or t.c)
+                cl = t.rho * t.c
+                cm = t.rho * t.latent / (t.t_liquidus - t.t_solidus) + 0.5 * (cs + cl)
+                self.pcm[a] = (t.t_solidus, t.t_liquidus, cs, cm, cl)
+        # stability: the smallest volumetric heat capacity (enthalpy slope) of each tissue
+        # and a bound of |d/dT| of the perfusion + metabolism term p(T) (src - wb T):
+        # |p' (src - wb T) - p wb| <= wb (1 + max(1, kap |T_a - tref|)) + kap q_m for p <= 1
+        # (= wb when the perfusion is constant).
+        self.rhoc_min = np.array([0.0 if t.boundary else
+                                  (min(self.pcm[a, 2], self.pcm[a, 4]) if self.pc[a]
+                                   else t.rho * t.c) for a, t in enumerate(tissues)])
+        self.wstab = np.array([
+            0.0 if t.boundary else
+            (w if kp == 0.0 else
+             w * (1.0 + max(1.0, kp * abs(t_arterial - t.tref))) + kp * t.qm)
+            for t, w, kp in zip(tissues, self.wb, self.kap)])
 
     def g(self, dt: float) -> np.ndarray:
         """dt / (rho c) per tissue (0 for boundary materials)."""
@@ -85,10 +110,12 @@ class HeatSolver:
         return max(k0, 2 - lo), min(k1, nz - lo)
 
     def stable_dt(self) -> float:
-        """Global stability limit min (rho c) / (sum of face coefficients + wb) (collective)."""
+        """Global stability limit min (rho c) / (sum of face coefficients + wb) (collective),
+        with the smallest enthalpy slope of a phase-change material for (rho c) and a bound of
+        the temperature-dependent perfusion term's derivative for wb (Tables.wstab)."""
         d = self.dom
         a, b = self._planes(1, d.n + 1)
-        local = K._stable_dt(d["tid"], self.tab.C, self.tab.rhoc, self.tab.wb, a, b) \
+        local = K._stable_dt(d["tid"], self.tab.C, self.tab.rhoc_min, self.tab.wstab, a, b) \
             if a < b else np.inf
         return float(red.allreduce(d.comm, np.array([local]), "min")[0])
 
@@ -116,7 +143,8 @@ class HeatSolver:
         a, b = self._planes(k0, k1)
         if a < b:
             f, t = self.dom.fields, self.tab
-            K._pennes_step(f["T"], f["Tn"], f["tid"], t.C, self._g, t.wb, t.src, a, b)
+            K._pennes_step(f["T"], f["Tn"], f["tid"], t.C, self._g, t.wb, t.src, t.kap,
+                           t.tref, t.pcm, t.pc, self.dt, a, b)
 
     def advance(self, nsteps: int) -> None:
         """Take ``nsteps`` explicit steps (rebalancing if a balancer is attached)."""
@@ -146,8 +174,9 @@ class HeatSolver:
                 d.exchange(["T"])
                 a, b = self._planes(1, d.n + 1)
                 if a < b:
-                    big = max(big, K._sor_sweep(d["T"], d["tid"], t.C, t.wb, t.src,
-                                                t.conducting, omega, d.lo - 1 + colour, a, b))
+                    big = max(big, K._sor_sweep(d["T"], d["tid"], t.C, t.wb, t.src, t.kap,
+                                                t.tref, t.conducting, omega,
+                                                d.lo - 1 + colour, a, b))
             if it % check_every == 0:
                 if red.allreduce(d.comm, np.array([big]), "max")[0] < tol:
                     self.prepare()

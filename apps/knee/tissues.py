@@ -14,11 +14,32 @@ Sources (values are defaults, overridable from the CLI with ``--set tissue.prop=
 * synovial fluid: bovine measurement k = 0.62 W/(m K), c = 3900 J/(kg K) (Hot Disk TPS,
   CMBBE 2012 proceedings); avascular, no metabolism.
 * bandage (cotton dressing), gel (water/glycol gel pack) and cuff: engineering assumptions,
-  not literature values. The gel does not freeze in the model (no latent heat), so a
-  frozen pack is represented only by its starting temperature: conservative (it warms
-  faster than a real frozen pack).
+  not literature values. ``gel`` never freezes (no latent heat): a non-freezing glycol gel.
+* ``ice`` (frozen water-based pack, ``--pack ice``): water/ice properties, latent heat
+  L = 334 kJ/kg, c = 4180 J/(kg K) liquid and 2050 J/(kg K) frozen, melting over
+  -1..0 C (a narrow range standing for the gel's solutes); research notes
+  (shared/research/heat.md, section 1.4 and 1.5: "a frozen pack needs latent heat
+  (enthalpy method, L = 334 kJ/kg)"). Its conductivity is held at the liquid value
+  0.6 W/(m K) (ice: 2.2): the tissue table has one k per material, so the frozen part of
+  the pack conducts too slowly (conservative: the pack delivers its cold more slowly).
+  The phase change is an enthalpy formulation (see ``kernel._melt``).
 
-Blood: rho_b = 1050 kg/m^3, c_b = 3617 J/(kg K) (IT'IS blood), arterial T_a = 37 C.
+Temperature-dependent perfusion and metabolism (cold-induced vasoconstriction): both are
+scaled by ``q10 ** ((T - tref) / 10)`` for T < tref (factor 1 above tref; hyperthermic
+vasodilation is outside this model's scope). Sources: the research notes (heat.md 1.5:
+"reduce omega_b in skin and fat below ~30 C, e.g. omega(T) = omega0 Q10^((T-37)/10)",
+following Khoshnevis et al. 2015, PMC4395553: skin perfusion falls strongly under
+cryotherapy and stays low) and Fiala, Lomas & Stohrer, J. Appl. Physiol. 87 (1999)
+1957-1972, whose passive system scales local basal metabolism with Q10 = 2 and the basal
+perfusion in proportion to it (quoted from memory, not re-checked). Defaults: Q10 = 2 for
+skin, fat and muscle, ``tref = 37`` C (the IT'IS perfusion values taken as values at
+37 C); bone, cartilage and fluid keep constant rates. ``q10 = 1`` gives the classic
+constant-perfusion Pennes model (``--set skin.q10=1`` ...).
+
+Blood: rho_b = 1050 kg/m^3, c_b = 3617 J/(kg K) (IT'IS blood), arterial T_a = 37 C by
+default (``--t-arterial``; the research notes give no measured arterial temperature for the
+knee region, so 37 C stays the default: in a cooled limb the real inflow is likely a little
+cooler, which would make the model slightly warmer than reality).
 
 "boundary" tissues are not updated: they hold a fixed temperature (air at ambient, a cryo-cuff
 at its liquid temperature) and exchange heat with a neighbouring conducting voxel through a
@@ -28,16 +49,18 @@ of the leg (zero flux, a symmetry plane).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from pyfw.errors import ConfigurationError
 
 __all__ = ["Tissue", "DEFAULT_TISSUES", "RHO_BLOOD", "C_BLOOD", "T_ARTERIAL", "tissue_table",
-           "ID"]
+           "ID", "perfusion_factor", "Q10_TISSUE"]
 
 RHO_BLOOD = 1050.0
 C_BLOOD = 3617.0
 T_ARTERIAL = 37.0
+Q10_TISSUE = 2.0   # Fiala et al. 1999 (local basal metabolism and perfusion)
 
 
 @dataclass(frozen=True)
@@ -53,6 +76,16 @@ class Tissue:
     qm: float = 0.0
     h: float = 0.0
     boundary: bool = False
+    q10: float = 1.0          # perfusion and metabolism x q10**((T - tref)/10) below tref
+    tref: float = 37.0
+    latent: float = 0.0       # J/kg released/absorbed between t_solidus and t_liquidus
+    c_solid: float = 0.0      # J/(kg K) below t_solidus (0: same as c)
+    t_solidus: float = 0.0
+    t_liquidus: float = 0.0
+
+    @property
+    def phase_change(self) -> bool:
+        return self.latent > 0
 
     def validate(self) -> None:
         if self.boundary:
@@ -62,6 +95,14 @@ class Tissue:
         elif not (self.k > 0 and self.rho > 0 and self.c > 0 and self.perfusion >= 0):
             raise ConfigurationError(f"tissue {self.name!r} needs k, rho, c > 0 and "
                                      f"perfusion >= 0 (got {self})")
+        if not (self.q10 >= 1.0 and math.isfinite(self.q10) and math.isfinite(self.tref)):
+            raise ConfigurationError(f"tissue {self.name!r}: q10 must be >= 1 (1: constant "
+                                     f"perfusion) and tref finite")
+        if self.latent < 0 or self.c_solid < 0:
+            raise ConfigurationError(f"tissue {self.name!r}: latent and c_solid must be >= 0")
+        if self.latent > 0 and (self.boundary or not self.t_liquidus > self.t_solidus):
+            raise ConfigurationError(f"tissue {self.name!r}: a phase change needs a "
+                                     f"conducting tissue and t_liquidus > t_solidus")
 
 
 def _htr(htr_ml_min_kg: float, rho: float) -> float:
@@ -72,9 +113,9 @@ def _htr(htr_ml_min_kg: float, rho: float) -> float:
 DEFAULT_TISSUES = (
     Tissue("air", boundary=True, h=10.0),          # natural convection + radiation
     Tissue("insulator", boundary=True, h=0.0),     # cut ends of the leg: zero flux
-    Tissue("skin", 0.37, 1109, 3391, _htr(106, 1109), 1.65 * 1109),
-    Tissue("fat", 0.21, 911, 2348, _htr(33, 911), 0.51 * 911),
-    Tissue("muscle", 0.49, 1090, 3421, _htr(37, 1090), 0.91 * 1090),
+    Tissue("skin", 0.37, 1109, 3391, _htr(106, 1109), 1.65 * 1109, q10=Q10_TISSUE),
+    Tissue("fat", 0.21, 911, 2348, _htr(33, 911), 0.51 * 911, q10=Q10_TISSUE),
+    Tissue("muscle", 0.49, 1090, 3421, _htr(37, 1090), 0.91 * 1090, q10=Q10_TISSUE),
     Tissue("cortical_bone", 0.32, 1908, 1313, _htr(10, 1908), 0.15 * 1908),
     Tissue("cancellous_bone", 0.31, 1178, 2274, _htr(30, 1178), 0.42 * 1178),
     Tissue("cartilage", 0.49, 1100, 3568, 0.0, 0.0),
@@ -82,10 +123,21 @@ DEFAULT_TISSUES = (
     Tissue("bandage", 0.06, 400, 1300, 0.0, 0.0),
     Tissue("gel", 0.50, 1050, 3500, 0.0, 0.0),
     Tissue("cuff", boundary=True, h=500.0),        # liquid behind a thin wall
+    Tissue("ice", 0.6, 1000, 4180, 0.0, 0.0, latent=334e3, c_solid=2050.0,
+           t_solidus=-1.0, t_liquidus=0.0),        # frozen water-based pack (--pack ice)
 )
 
 #: tissue id by name for the default table
 ID = {t.name: i for i, t in enumerate(DEFAULT_TISSUES)}
+
+
+PROPS = ("k", "rho", "c", "perfusion", "qm", "h", "q10", "tref", "latent", "c_solid",
+         "t_solidus", "t_liquidus")
+
+
+def perfusion_factor(T: float, q10: float, tref: float) -> float:
+    """The vasoconstriction law: ``q10 ** ((T - tref) / 10)`` below ``tref``, 1 above."""
+    return q10 ** ((min(T, tref) - tref) / 10.0)
 
 
 def tissue_table(overrides: dict | None = None, base=DEFAULT_TISSUES) -> tuple:
@@ -97,9 +149,9 @@ def tissue_table(overrides: dict | None = None, base=DEFAULT_TISSUES) -> tuple:
         tname, _, prop = key.partition(".")
         if tname not in names:
             raise ConfigurationError(f"unknown tissue {tname!r} (known: {', '.join(names)})")
-        if prop not in ("k", "rho", "c", "perfusion", "qm", "h"):
+        if prop not in PROPS:
             raise ConfigurationError(f"unknown tissue property {prop!r} in {key!r} "
-                                     f"(k, rho, c, perfusion, qm, h)")
+                                     f"({', '.join(PROPS)})")
         i = names[tname]
         table[i] = replace(table[i], **{prop: float(value)})
     for t in table:
