@@ -49,8 +49,21 @@ def temperature(H, t):
     return 0.5 * (lo + hi)
 
 
-def step(T, tid, tissues, dt, dx, Ta=37.0):
-    """One explicit Pennes step with plain Python loops (outer layer held fixed)."""
+def factors(T, tid, tissues):
+    """The perfusion factor of every voxel at temperatures ``T``."""
+    out = np.ones(T.shape)
+    for n in np.ndindex(T.shape):
+        t = tissues[tid[n]]
+        out[n] = 1.0 if t.boundary else perfusion_factor(T[n], t.q10, t.tref)
+    return out
+
+
+def step(T, tid, tissues, dt, dx, Ta=37.0, P=None):
+    """One explicit Pennes step with plain Python loops (outer layer held fixed). ``P``: the
+    perfusion factors to use (default: from ``T``; the solver refreshes them every few
+    seconds of simulated time)."""
+    if P is None:
+        P = factors(T, tid, tissues)
     k, rc, wb, qm, h, bnd = props(tissues, tid)
     out = T.copy()
     nz, ny, nx = T.shape
@@ -65,7 +78,7 @@ def step(T, tid, tissues, dt, dx, Ta=37.0):
                     n = (z + dz, y + dy, x + dxx)
                     flux += face_coef(k[z, y, x], k[n], bnd[n], h[n], dx) * (T[n] - T[z, y, x])
                 tis = tissues[tid[z, y, x]]
-                p = perfusion_factor(T[z, y, x], tis.q10, tis.tref)
+                p = P[z, y, x]
                 q = flux + p * (wb[z, y, x] * (Ta - T[z, y, x]) + qm[z, y, x])
                 if tis.latent > 0:
                     out[z, y, x] = temperature(enthalpy(T[z, y, x], tis) + dt * q, tis)

@@ -44,8 +44,9 @@ def test_kernel_matches_naive_reference():
     dom, s = box(shape, tid, T, DEFAULT_TISSUES, dx=dx)
     assert s.dt_limit == pytest.approx(naive_heat.stable_dt(tid, DEFAULT_TISSUES, dx), rel=1e-13)
     ref = T.copy()
+    P0 = naive_heat.factors(T, tid, DEFAULT_TISSUES)    # refreshed every 10 s: not yet
     for _ in range(3):
-        ref = naive_heat.step(ref, tid, DEFAULT_TISSUES, s.dt, dx)
+        ref = naive_heat.step(ref, tid, DEFAULT_TISSUES, s.dt, dx, P=P0)
     s.advance(3)
     np.testing.assert_allclose(dom.interior("T"), ref, rtol=1e-12, atol=1e-11)
     # boundary materials and the outer layer never change
@@ -193,8 +194,8 @@ def test_unstable_dt_is_refused_and_the_limit_is_tight():
         g = s.tab.g(factor * lim)
         for _ in range(400):
             t = s.tab
-            K._pennes_step(a, b, tid, t.C, g, t.wb, t.src * 0, t.kap, t.tref, t.pcm, t.pc,
-                           factor * lim, 1, shape[0] - 1)
+            K._pennes_step(a, b, tid, np.ones(shape), t.C, g, t.wb, t.src * 0, 1,
+                           shape[0] - 1)
             a, b = b, a
         return np.abs(a).max()
     assert grow(1.01) > 10 * np.abs(T).max()      # just above the limit: blows up
@@ -243,6 +244,18 @@ def test_kernel_with_vasoconstriction_and_melting_matches_naive_reference():
     dx = 1e-3
     dom, s = box(shape, tid, T, tis, dx=dx)
     assert s.dt_limit == pytest.approx(naive_heat.stable_dt(tid, tis, dx), rel=1e-13)
+    # the solver refreshes the perfusion factors from T every 10 s of simulated time
+    assert s._pevery == round(10.0 / s.dt) and s._pevery > 4
+    P0 = naive_heat.factors(T, tid, tis)
+    ref = T.copy()
+    for _ in range(4):
+        ref = naive_heat.step(ref, tid, tis, s.dt, dx, P=P0)
+    s.advance(4)
+    np.testing.assert_allclose(dom.interior("T"), ref, rtol=1e-11, atol=1e-10)
+    # refreshed every step: the factors follow T exactly
+    dom, s = box(shape, tid, T, tis, dx=dx)
+    s.perfusion_every = 0.0
+    s.set_dt(s.dt)
     ref = T.copy()
     for _ in range(4):
         ref = naive_heat.step(ref, tid, tis, s.dt, dx)

@@ -55,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
                    help="arterial blood temperature entering the knee, C (default 37)")
     g.add_argument("--cuff-temp", type=float, default=8.0, help="cryo-cuff liquid temperature, C")
     g.add_argument("--ambient", type=float, default=24.0, help="room temperature, C")
+    g.add_argument("--perfusion-every", type=float, default=10.0,
+                   help="seconds of simulated time between refreshes of the temperature-"
+                        "dependent perfusion factor (0: every step; default 10)")
     g.add_argument("--h-air", type=float, default=10.0, help="skin-air coefficient, W/(m^2 K)")
     g.add_argument("--set", type=_override, action="append", default=[], metavar="T.P=V",
                    help="override a tissue property, e.g. muscle.perfusion=5e-4 (repeatable)")
@@ -122,7 +125,7 @@ def _run(args, comm) -> int:
                    sides=tuple(s for s in args.sides.split(",") if s),
                    thickness_mm=args.thickness, length_mm=args.length,
                    bandage_mm=args.bandage, pack_temp=args.pack_temp, pack=args.pack,
-                   t_arterial=args.t_arterial,
+                   t_arterial=args.t_arterial, perfusion_every=args.perfusion_every,
                    cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
                    overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol)
         run = KneeRun(comm, p, **kw)

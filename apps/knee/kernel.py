@@ -6,12 +6,14 @@ series resistance of two half cells) between conducting tissues, ``h_u / dx`` to
 boundary material ``u`` (air, cryo-cuff: fixed temperature), 0 for an insulator. One explicit
 (FTCS) step of the Pennes equation is then
 
-    T'_i = T_i + g_t * (sum_f C[t, u_f] (T_f - T_i) + p_t(T_i) (src_t - wb_t T_i))
+    T'_i = T_i + g_t * (sum_f C[t, u_f] (T_f - T_i) + P_i (src_t - wb_t T_i))
 
 with ``g_t = dt / (rho c)_t`` (0 for boundary materials, which keeps them fixed),
 ``wb_t = omega_b rho_b c_b``, ``src_t = wb_t T_a + q_m`` and the vasoconstriction factor
-``p_t(T) = exp(kap_t (T - tref_t))`` below ``tref_t`` (1 above; ``kap_t = ln(Q10)/10``,
-0 for constant perfusion). A phase-change material (frozen pack) is advanced in enthalpy:
+``P_i = p_t(T_i) = exp(kap_t (T_i - tref_t))`` below ``tref_t`` (1 above;
+``kap_t = ln(Q10)/10``, 0 for constant perfusion), held in a per-voxel field refreshed from
+T every few seconds of simulated time (the vasomotor response is slower than that; an exp
+per voxel and step would halve the kernel's speed). A phase-change material (frozen pack) is advanced in enthalpy:
 ``H(T'_i) = H(T_i) + dt * (the same bracket)`` with a piecewise-linear H(T) (latent heat
 spread over the melting range), so the stored field stays the temperature. Every voxel sees the same
 operands in the same order whatever the slab it lives in, so results do not depend on the
@@ -37,10 +39,11 @@ def _pfac(tc, kap, tref):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _melt(tc, dh, ts, tl, cs, cm, cl):  # pragma: no cover - compiled
+def _melt(tc, dh, ts, tl, cs, cm, cl, ics, icm, icl):  # pragma: no cover - compiled
     """Enthalpy update of a phase-change voxel: H(T) is piecewise linear with volumetric
     slopes ``cs`` (frozen, T <= ts), ``cm`` (mushy, latent heat spread over ts..tl) and
-    ``cl`` (liquid); returns T(H(tc) + dh). H is measured from ts."""
+    ``cl`` (liquid), ``ics`` ... their inverses; returns T(H(tc) + dh). H is measured
+    from ts."""
     hm = cm * (tl - ts)
     if tc <= ts:
         h = cs * (tc - ts)
@@ -50,18 +53,17 @@ def _melt(tc, dh, ts, tl, cs, cm, cl):  # pragma: no cover - compiled
         h = hm + cl * (tc - tl)
     h += dh
     if h <= 0.0:
-        return ts + h / cs
+        return ts + h * ics
     if h <= hm:
-        return ts + h / cm
-    return tl + (h - hm) / cl
+        return ts + h * icm
+    return tl + (h - hm) * icl
 
 
 @njit(cache=True, nogil=True)
-def _pennes_step(T, Tn, tid, C, g, wb, src, kap, tref, pcm, pc, dt, k0, k1):  # pragma: no cover
-    """One explicit step. Per tissue: ``kap = ln(q10)/10`` and ``tref`` of the perfusion law
-    (``kap = 0``: constant), ``pc`` != 0 marks a phase-change material whose row ``pcm`` =
-    (t_solidus, t_liquidus, rho c_solid, mushy slope, rho c_liquid) drives an enthalpy update
-    with step ``dt``."""
+def _pennes_step(T, Tn, tid, P, C, g, wb, src, k0, k1):  # pragma: no cover - compiled
+    """One explicit step with the perfusion factor field ``P`` (see :func:`_perf_factor`).
+    Phase-change voxels get a provisional value here and are redone by
+    :func:`_phase_step` (kept out of this loop so that the common voxel stays branch-free)."""
     ny, nx = T.shape[1], T.shape[2]
     for k in range(k0, k1):
         for j in range(1, ny - 1):
@@ -74,12 +76,55 @@ def _pennes_step(T, Tn, tid, C, g, wb, src, kap, tref, pcm, pc, dt, k0, k1):  # 
                      + C[t, tid[k, j + 1, i]] * (T[k, j + 1, i] - tc)
                      + C[t, tid[k, j, i - 1]] * (T[k, j, i - 1] - tc)
                      + C[t, tid[k, j, i + 1]] * (T[k, j, i + 1] - tc))
-                q = f + _pfac(tc, kap[t], tref[t]) * (src[t] - wb[t] * tc)
-                if pc[t]:
-                    Tn[k, j, i] = _melt(tc, dt * q, pcm[t, 0], pcm[t, 1], pcm[t, 2],
-                                        pcm[t, 3], pcm[t, 4])
+                Tn[k, j, i] = tc + g[t] * (f + P[k, j, i] * (src[t] - wb[t] * tc))
+
+
+@njit(cache=True, nogil=True)
+def _phase_step(T, Tn, tid, rhoc, pcm, runs):  # pragma: no cover - compiled
+    """Enthalpy update of the phase-change voxels, given as row runs ``(k, j, i0, i1)``,
+    after :func:`_pennes_step` wrote ``Tn = T + dt q / rhoc`` there: the heat received,
+    ``dt q = (Tn - T) rhoc``, is applied to the enthalpy, ``H(T') = H(T) + dt q``."""
+    for n in range(runs.shape[0]):
+        k, j = runs[n, 0], runs[n, 1]
+        for i in range(runs[n, 2], runs[n, 3]):
+            t = tid[k, j, i]
+            tc = T[k, j, i]
+            Tn[k, j, i] = _melt(tc, (Tn[k, j, i] - tc) * rhoc[t], pcm[t, 0], pcm[t, 1],
+                                pcm[t, 2], pcm[t, 3], pcm[t, 4], pcm[t, 5], pcm[t, 6],
+                                pcm[t, 7])
+
+
+@njit(cache=True, nogil=True)
+def _phase_index(tid, pc, k0, k1):  # pragma: no cover - compiled
+    """Runs ``(k, j, i0, i1)`` (sorted by k) of consecutive updated voxels (planes k0:k1,
+    not the outer ring) whose tissue has a phase change."""
+    ny, nx = tid.shape[1], tid.shape[2]
+    out = np.empty((max(0, k1 - k0) * ny * (nx // 2 + 1), 4), np.int64)
+    m = 0
+    for k in range(k0, k1):
+        for j in range(1, ny - 1):
+            i = 1
+            while i < nx - 1:
+                if pc[tid[k, j, i]]:
+                    i0 = i
+                    while i < nx - 1 and pc[tid[k, j, i]]:
+                        i += 1
+                    out[m, 0], out[m, 1], out[m, 2], out[m, 3] = k, j, i0, i
+                    m += 1
                 else:
-                    Tn[k, j, i] = tc + g[t] * q
+                    i += 1
+    return out[:m].copy()
+
+
+@njit(cache=True, nogil=True)
+def _perf_factor(T, tid, P, kap, tref):  # pragma: no cover - compiled
+    """The vasoconstriction law per voxel: ``P = exp(kap (T - tref))`` below tref, else 1."""
+    nz, ny, nx = T.shape
+    for k in range(nz):
+        for j in range(ny):
+            for i in range(nx):
+                t = tid[k, j, i]
+                P[k, j, i] = _pfac(T[k, j, i], kap[t], tref[t])
 
 
 @njit(cache=True, nogil=True)

@@ -39,6 +39,7 @@ class Params:
     pack_temp: float = -10.0
     pack: str = "ice"            # ice: frozen water-based pack (latent heat); gel: no freezing
     t_arterial: float = 37.0
+    perfusion_every: float = 10.0  # s between refreshes of the perfusion factor from T
     cuff_temp: float = 8.0
     ambient: float = 24.0
     h_air: float = 10.0
@@ -137,13 +138,14 @@ class KneeRun:
 
     def _make_solver(self) -> None:
         self.solver = HeatSolver(self.dom, self.tab, dt=self.p.dt, overlap=self.overlap,
-                                 balancer=self.balancer)
+                                 balancer=self.balancer,
+                                 perfusion_every=self.p.perfusion_every)
         self.solver.prepare()
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str) -> None:
         s = self.solver
-        dio.save_checkpoint(self.dom, path, ["T", "tid"], {
+        dio.save_checkpoint(self.dom, path, ["T", "tid", "P"], {
             "params": self.p.key(), "step": s.step_count, "dt": s.dt,
             "history": json.dumps(self.history), "t0_values": json.dumps(self.t0_values)})
 
@@ -156,7 +158,8 @@ class KneeRun:
         meta = dio.read_checkpoint(pc, path)
         params = params_from_key(meta["params"])
         run = cls(pc, params, **kw)
-        dio.load_fields(run.dom, path, ["T", "tid"])
+        run.dom.add("P", np.float64, 1.0)
+        dio.load_fields(run.dom, path, ["T", "tid", "P"])
         run.p.dt = float(meta["dt"])
         run._make_solver()
         run.solver.step_count = int(meta["step"])

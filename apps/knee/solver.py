@@ -51,16 +51,17 @@ class Tables:
         # temperature-dependent perfusion: factor exp(kap (T - tref)) below tref
         self.kap = np.array([0.0 if t.boundary else np.log(t.q10) / 10.0 for t in tissues])
         self.tref = np.array([t.tref for t in tissues], dtype=np.float64)
-        # phase change (enthalpy): (t_solidus, t_liquidus, rho c_s, mushy slope, rho c_l)
+        # phase change (enthalpy): (t_solidus, t_liquidus, rho c_s, mushy slope, rho c_l,
+        # and the inverses of the three slopes)
         self.pc = np.array([t.phase_change and not t.boundary for t in tissues],
                            dtype=np.uint8)
-        self.pcm = np.zeros((nt, 5))
+        self.pcm = np.zeros((nt, 8))
         for a, t in enumerate(tissues):
             if self.pc[a]:
                 cs = t.rho * (t.c_solid or t.c)
                 cl = t.rho * t.c
                 cm = t.rho * t.latent / (t.t_liquidus - t.t_solidus) + 0.5 * (cs + cl)
-                self.pcm[a] = (t.t_solidus, t.t_liquidus, cs, cm, cl)
+                self.pcm[a] = (t.t_solidus, t.t_liquidus, cs, cm, cl, 1 / cs, 1 / cm, 1 / cl)
         # stability: the smallest volumetric heat capacity (enthalpy slope) of each tissue
         # and a bound of |d/dT| of the perfusion + metabolism term p(T) (src - wb T):
         # |p' (src - wb T) - p wb| <= wb (1 + max(1, kap |T_a - tref|)) + kap q_m for p <= 1
@@ -85,8 +86,12 @@ class HeatSolver:
     ``dt`` above the limit raises :class:`UnstableTimeStep` on every rank."""
 
     def __init__(self, dom, tables: Tables, dt: float | None = None, safety: float = 0.9,
-                 overlap: bool = True, balancer=None):
+                 overlap: bool = True, balancer=None, perfusion_every: float = 10.0):
         self.dom, self.tab = dom, tables
+        if not perfusion_every >= 0:
+            raise ConfigurationError("perfusion_every must be >= 0 (seconds)")
+        self.perfusion_every = float(perfusion_every)
+        self._pc_key, self._pc_idx = None, None
         self.overlap, self.balancer = overlap, balancer
         if "tid" not in dom.fields or dom.fields["tid"].dtype != np.uint8:
             raise ConfigurationError("the domain needs a uint8 field 'tid'")
@@ -130,21 +135,49 @@ class HeatSolver:
                 f"use dt <= {self.dt_limit:.6g} s or omit it to get 0.9 x the limit")
         self.dt = float(dt)
         self._g = self.tab.g(self.dt)
+        # the perfusion factor field is refreshed from T every _pevery steps (global step
+        # count, so the schedule is the same on every rank and after a restart)
+        self._pevery = max(1, int(round(self.perfusion_every / self.dt)))
 
     # -------------------------------------------------------------- stepping
     def prepare(self) -> None:
         """Call after changing ``T`` by hand: copies it into the scratch field and exchanges
-        ghost planes."""
+        ghost planes. Creates the perfusion factor field ``P`` from ``T`` if it is missing
+        (a restart brings its own)."""
         d = self.dom
         d.fields["Tn"] = d.fields["T"].copy()
         d.exchange(["T", "tid"])
+        if "P" not in d.fields:
+            d.add("P", np.float64, 1.0)
+            self.refresh_perfusion()
+
+    def refresh_perfusion(self) -> None:
+        """P = the vasoconstriction factor at the current temperatures (local, no messages)."""
+        d, t = self.dom, self.tab
+        K._perf_factor(d.fields["T"], d.fields["tid"], d.fields["P"], t.kap, t.tref)
+
+    def _phase_voxels(self) -> np.ndarray:
+        """Row runs of the phase-change voxels, rebuilt when the slab changes."""
+        d = self.dom
+        tid = d.fields["tid"]
+        key = (d.lo, d.n, id(tid))
+        if key != self._pc_key:
+            a, b = self._planes(1, d.n + 1)
+            self._pc_idx = K._phase_index(tid, self.tab.pc, a, b) if (
+                a < b and self.tab.pc.any()) else np.empty((0, 4), np.int64)
+            self._pc_key = key
+        return self._pc_idx
 
     def _update(self, k0: int, k1: int) -> None:
         a, b = self._planes(k0, k1)
         if a < b:
             f, t = self.dom.fields, self.tab
-            K._pennes_step(f["T"], f["Tn"], f["tid"], t.C, self._g, t.wb, t.src, t.kap,
-                           t.tref, t.pcm, t.pc, self.dt, a, b)
+            K._pennes_step(f["T"], f["Tn"], f["tid"], f["P"], t.C, self._g, t.wb, t.src, a, b)
+            idx = self._phase_voxels()
+            if idx.shape[0]:
+                lo, hi = np.searchsorted(idx[:, 0], (a, b))
+                if lo < hi:
+                    K._phase_step(f["T"], f["Tn"], f["tid"], t.rhoc, t.pcm, idx[lo:hi])
 
     def advance(self, nsteps: int) -> None:
         """Take ``nsteps`` explicit steps (rebalancing if a balancer is attached)."""
@@ -152,6 +185,8 @@ class HeatSolver:
         if "Tn" not in d.fields:
             self.prepare()
         for _ in range(int(nsteps)):
+            if self.step_count % self._pevery == 0:
+                self.refresh_perfusion()
             spent = d.step(self._update, ["T"], overlap=self.overlap)
             d.fields["T"], d.fields["Tn"] = d.fields["Tn"], d.fields["T"]
             self.step_count += 1
