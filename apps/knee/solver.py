@@ -83,7 +83,9 @@ class Tables:
 class HeatSolver:
     """Explicit Pennes stepping of field ``T`` (with scratch ``Tn``) over a domain holding a
     uint8 field ``tid``. ``dt=None`` picks ``safety`` times the stability limit; a requested
-    ``dt`` above the limit raises :class:`UnstableTimeStep` on every rank."""
+    ``dt`` above the limit raises :class:`UnstableTimeStep` on every rank. The temperature-
+    dependent perfusion factor lives in field ``P``, refreshed from ``T`` every
+    ``perfusion_every`` seconds of simulated time (0: every step)."""
 
     def __init__(self, dom, tables: Tables, dt: float | None = None, safety: float = 0.9,
                  overlap: bool = True, balancer=None, perfusion_every: float = 10.0):
