@@ -2,7 +2,6 @@
 and errors on every rank. Verdicts are gathered so no rank is left in a collective."""
 import os
 import tempfile
-import traceback
 
 import numpy as np
 import pytest
@@ -13,21 +12,10 @@ from pyfw.domain import Balancer, SlabDomain
 from pyfw.domain import io as dio
 from pyfw.domain import partition as P
 from pyfw.domain import reductions as red
+from mpi_util import everywhere
 from pyfw.errors import ConfigurationError
 
 W = MPI.COMM_WORLD
-
-
-def everywhere(fn):
-    """Run fn on every rank; fail on every rank if any rank failed (no hang)."""
-    try:
-        fn()
-        err = None
-    except Exception:  # noqa: BLE001
-        err = traceback.format_exc()
-    errs = W.allgather(err)
-    bad = [(r, e) for r, e in enumerate(errs) if e]
-    assert not bad, f"rank {bad[0][0]} failed:\n{bad[0][1]}"
 
 
 def glob_field(shape, seed=0):

@@ -1,7 +1,6 @@
 """The knee run gives bitwise-identical fields on 1, 2, 3 and 4 ranks, with uneven slabs and
 a forced mid-run rebalance (sub-communicators of the launch give every rank count up to its
 size; the reference is a serial run on COMM_SELF)."""
-import traceback
 
 import numpy as np
 import pytest
@@ -9,21 +8,11 @@ from mpi4py import MPI
 
 from apps.knee.model import KneeRun, Params
 from pyfw.domain import partition as P
+from mpi_util import everywhere
 from pyfw.errors import ConfigurationError
 
 W = MPI.COMM_WORLD
 PARAMS = dict(shape=(26, 36, 34), length_mm=16.0, thickness_mm=4.0, steady_tol=1e-9)
-
-
-def everywhere(fn):
-    try:
-        fn()
-        err = None
-    except Exception:  # noqa: BLE001
-        err = traceback.format_exc()
-    errs = W.allgather(err)
-    bad = [(r, e) for r, e in enumerate(errs) if e]
-    assert not bad, f"rank {bad[0][0]} failed:\n{bad[0][1]}"
 
 
 def simulate(comm, cuts=None, rebalance_to=None, steps=24):
