@@ -48,21 +48,27 @@ def _cp_rank(cp):
 
 
 @njit(cache=True)
-def _cp_unrank(r, out):
-    digits = np.empty(8, np.int64)
-    for i in range(7, -1, -1):
-        digits[i] = r % (8 - i)
-        r //= (8 - i)
-    used = np.zeros(8, np.bool_)
-    for i in range(8):
+def _partial_perm_unrank(r, n, k, out):
+    """The k-of-n arrangement of rank ``r`` (Lehmer code, mixed radix n, n-1, ...)."""
+    digits = np.empty(k, np.int64)
+    for i in range(k - 1, -1, -1):
+        digits[i] = r % (n - i)
+        r //= (n - i)
+    used = np.zeros(n, np.bool_)
+    for i in range(k):
         c = digits[i]
-        for v in range(8):
+        for v in range(n):
             if not used[v]:
                 if c == 0:
                     out[i] = v
                     used[v] = True
                     break
                 c -= 1
+
+
+@njit(cache=True)
+def _cp_unrank(r, out):
+    _partial_perm_unrank(r, 8, 8, out)
 
 
 @njit(cache=True)
@@ -162,20 +168,7 @@ def _e6_rank(pos):
 
 @njit(cache=True)
 def _e6_unrank(r, pos):
-    digits = np.empty(6, np.int64)
-    for k in range(5, -1, -1):
-        digits[k] = r % (12 - k)
-        r //= (12 - k)
-    used = np.zeros(12, np.bool_)
-    for k in range(6):
-        c = digits[k]
-        for v in range(12):
-            if not used[v]:
-                if c == 0:
-                    pos[k] = v
-                    used[v] = True
-                    break
-                c -= 1
+    _partial_perm_unrank(r, 12, 6, pos)
 
 
 # ---------------------------------------------------------------- move-table kernels
