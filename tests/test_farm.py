@@ -57,7 +57,8 @@ def test_every_policy_returns_each_result_exactly_once(mode, policy):
     ordered, unordered, stats = run_master(comm, body, policy=policy, tail_duplication=False)
     assert [x for x, _ in ordered] == list(range(n))
     assert sorted(unordered) == [(i, i * i) for i in range(n)]
-    assert stats["tasks"] == 2 * n        # no task ran twice
+    assert stats["tasks"] == 2 * n
+    assert stats["executions"] == 2 * n   # no task ran twice
     if comm.size > 1:
         assert {r for _, r in ordered} <= set(range(1, comm.size))
 
@@ -242,7 +243,10 @@ def test_stats_summary_json(mode, tmp_path_factory):
 
     stats = run_master(comm, body)
     assert stats["tasks"] == 1000
-    assert sum(w["tasks"] for w in stats["workers"]) == 1000
+    # straggler copies may run some tasks twice; every run is accounted for
+    executions = sum(w["tasks"] for w in stats["workers"])
+    assert stats["executions"] == executions
+    assert 1000 <= executions <= 1000 + stats["duplicates"] * 1000
     assert len(stats["workers"]) == max(1, comm.size - 1)
     if comm.size > 1:
         assert all(w["bytes_to"] > 0 and w["bytes_from"] > 0

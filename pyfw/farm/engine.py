@@ -309,6 +309,7 @@ class Engine:
         self.setup_error = None
         self.quarantined: list[TaskQuarantined] = []
         self.duplicates = 0
+        self.completed = 0   # distinct tasks whose result (or final error) came back this run
         self.started = time.perf_counter()
         self.idle_master = 0.0
         for r in self.workers:
@@ -458,7 +459,9 @@ class Engine:
         else:
             errs = None
         if ids:
+            before = rnd.ndone
             rnd.deliver(ids, values, errs, src)
+            self.completed += rnd.ndone - before
         if chunk is None or status == P.PARTIAL:
             return
         twin = chunk.twin
@@ -539,7 +542,9 @@ class Engine:
                                       "Quarantined", f"lost {tries} time(s) (its worker died "
                                       f"or it timed out); set aside", None, tries)
                 self.quarantined.append(err)
+                before = rnd.ndone
                 rnd.deliver([tid], [None], {0: err}, chunk.rank)
+                self.completed += rnd.ndone - before
 
     def _check_timeouts(self) -> None:
         now = time.perf_counter()
@@ -740,6 +745,7 @@ class SerialEngine:
         self.retries = max(0, int(retries))
         self.quarantined: list = []
         self.duplicates = 0
+        self.completed = 0
         self.broken = None
         self.setup_error = None
         self.started = time.perf_counter()
@@ -812,6 +818,7 @@ class SerialEngine:
         self.stats.record(n, s, s2, clock() - t_start, 0.0)
         if done_ids and not rnd.cancelled:
             rnd.deliver(done_ids, values, errors or None, 0)
+            self.completed += len(done_ids)
         return True
 
     def shutdown(self, reason=None) -> None:

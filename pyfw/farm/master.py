@@ -186,13 +186,18 @@ class Farm:
 
     # ---------------------------------------------------------------- reporting
     def stats(self) -> dict:
-        """End-of-run summary: per-worker tasks, busy/idle seconds, bytes, plus run totals."""
+        """End-of-run summary: per-worker tasks, busy/idle seconds, bytes, plus run totals.
+
+        ``tasks`` counts distinct tasks completed; ``executions`` counts task runs on workers,
+        which is larger when straggler copies (``duplicates``) or retries ran.
+        """
         self._require_master("stats", open_only=False)
         eng = self.engine
         workers = eng.worker_summary()
         elapsed = time.perf_counter() - eng.started
         out = {"elapsed_s": round(elapsed, 6), "ranks": self.size,
-               "workers": workers, "tasks": sum(w["tasks"] for w in workers),
+               "workers": workers, "tasks": eng.completed,
+               "executions": sum(w["tasks"] for w in workers),
                "duplicates": eng.duplicates,
                "quarantined": [str(q) for q in eng.quarantined],
                "master_idle_s": round(eng.idle_master, 6)}
