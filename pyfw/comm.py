@@ -11,6 +11,10 @@
   peer surfaces as :class:`pyfw.errors.PeerFailure` naming the dead ranks, after which receives
   from the other peers go on working.
 * **Waiting without burning a core**: :class:`Backoff`, and deadlines on every blocking receive.
+* **Emulated slow links** (``PYFW_EMULATE_LINKS``, :mod:`pyfw.monitor.emulate`): pickled
+  messages are held by the receiver; buffer sends (``Isend``) are held by the sender and
+  posted once due (a :class:`DeferredSend`, completed by :func:`testall` / :func:`waitall`),
+  so in both cases the ranks keep computing while the "link" carries the message.
 
 Tags are small fixed integers chosen by each runtime; identifiers (task ids, rounds) travel in
 the payload, never in the tag (``MPI_TAG_UB`` can be as low as 32767).
@@ -27,7 +31,8 @@ from mpi4py import MPI
 
 from .errors import CommTimeout, PeerFailure
 
-__all__ = ["Comm", "Backoff", "ANY_SOURCE", "ANY_TAG", "world"]
+__all__ = ["Comm", "Backoff", "DeferredSend", "testall", "waitall", "ANY_SOURCE", "ANY_TAG",
+           "world"]
 
 ANY_SOURCE = MPI.ANY_SOURCE
 ANY_TAG = MPI.ANY_TAG
@@ -95,6 +100,7 @@ class Comm:
         self.shaper = None
         self._held: list[tuple[float, Any, int, int]] = []  # delivery-delayed messages
         self._last_due: dict[int, float] = {}
+        self._send_due: dict[int, float] = {}   # deferred buffer sends: last due time per peer
         self._pending: list[tuple[MPI.Request, Any, int]] = []  # (request, buffer, dest)
         links = os.environ.get("PYFW_EMULATE_LINKS")
         if links:
@@ -231,7 +237,18 @@ class Comm:
         self._call(self.mpi.Recv, buf, source, tag)
         self._count_recv(source, buf.nbytes)
 
-    def Isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> MPI.Request:
+    def Isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> "MPI.Request | DeferredSend":
+        """Non-blocking buffer send. On an emulated slow link (a delivery shaper) this returns
+        a :class:`DeferredSend`: complete it with :func:`testall` / :func:`waitall`."""
+        arrival = getattr(self.shaper, "arrival", None)
+        if arrival is not None and dest >= 0:
+            hold = arrival(dest, buf.nbytes)
+            if hold > 0:
+                self._count_send(dest, buf.nbytes)
+                # per-link FIFO: MPI's non-overtaking rule holds for held sends too
+                due = max(time.perf_counter() + hold, self._send_due.get(dest, 0.0))
+                self._send_due[dest] = due
+                return DeferredSend(self, buf, dest, tag, due)
         self._shape(dest, buf.nbytes)
         self._count_send(dest, buf.nbytes)
         return self._call(self.mpi.Isend, buf, dest, tag)
@@ -363,6 +380,60 @@ class Comm:
     def reset_traffic(self) -> None:
         for a in (self.sent_msgs, self.sent_bytes, self.recv_msgs, self.recv_bytes):
             a[:] = 0
+
+
+class DeferredSend:
+    """A buffer send held back by an emulated link: the real ``Isend`` is posted the first
+    time it is tested after its due time. The sender never blocks, so code that progresses
+    its requests while computing (a halo exchange overlapped with the interior update) hides
+    the emulated latency exactly as it would hide a real one, and code that just waits
+    pays it in full."""
+
+    __slots__ = ("comm", "buf", "dest", "tag", "due", "req")
+
+    def __init__(self, comm: Comm, buf: np.ndarray, dest: int, tag: int, due: float):
+        self.comm, self.buf, self.dest, self.tag, self.due = comm, buf, dest, tag, due
+        self.req: MPI.Request | None = None
+
+    def Test(self) -> bool:
+        if self.req is None:
+            if time.perf_counter() < self.due:
+                return False
+            self.req = self.comm._call(self.comm.mpi.Isend, self.buf, self.dest, self.tag)
+        return self.req.Test()
+
+    def Wait(self, timeout: float | None = None) -> None:
+        waitall([self], timeout)
+
+    def Cancel(self) -> None:
+        if self.req is not None:
+            self.req.Cancel()
+        self.due = float("inf")
+
+
+def testall(reqs) -> bool:
+    """``MPI.Request.Testall`` that also accepts :class:`DeferredSend` items."""
+    if not any(isinstance(r, DeferredSend) for r in reqs):
+        return MPI.Request.Testall(reqs)
+    done = True
+    for r in reqs:   # every request gets tested (progress), even after one is not done
+        done = r.Test() and done
+    return done
+
+
+def waitall(reqs, timeout: float | None = None) -> None:
+    """Complete ``reqs`` (MPI requests and/or :class:`DeferredSend`), polling with a capped
+    backoff; :class:`pyfw.errors.CommTimeout` after ``timeout`` seconds."""
+    if not any(isinstance(r, DeferredSend) for r in reqs) and timeout is None:
+        MPI.Request.Waitall(reqs)
+        return
+    deadline = None if timeout is None else time.monotonic() + timeout
+    backoff = Backoff(1e-6, 2e-4)
+    while not testall(reqs):
+        if deadline is not None and time.monotonic() > deadline:
+            raise CommTimeout(f"{sum(not r.Test() for r in reqs)} of {len(reqs)} request(s) "
+                              f"not complete within {timeout:g} s")
+        backoff.sleep()
 
 
 def world() -> Comm:

@@ -100,3 +100,31 @@ def test_delivery_shaper_delays_arrival_not_the_sender():
         verdict = got == [0, 1, 2] and 0.19 < waited < 2.0  # held ~0.2 s, order kept
     assert all(c.mpi.allgather(verdict))
     c.mpi.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_delivery_shaper_holds_buffer_sends_without_blocking_the_sender():
+    import time
+
+    from pyfw.comm import DeferredSend, testall, waitall
+    from pyfw.monitor.emulate import DeliveryShaper
+    c = Comm(MPI.COMM_WORLD).dup()
+    c.shaper = DeliveryShaper(c.rank, c.size, latency={(0, 1): 0.2})
+    verdict = True
+    if c.rank == 0:
+        t0 = time.perf_counter()
+        reqs = [c.Isend(np.full(1000, i, np.float64), 1, 5) for i in range(3)]
+        posted = time.perf_counter() - t0
+        early = testall(reqs)
+        waitall(reqs, timeout=30)
+        verdict = (all(isinstance(r, DeferredSend) for r in reqs) and posted < 0.1
+                   and not early and time.perf_counter() - t0 >= 0.19)
+    elif c.rank == 1:
+        bufs = [np.zeros(1000) for _ in range(3)]
+        t0 = time.perf_counter()
+        waitall([c.Irecv(b, 0, 5) for b in bufs], timeout=30)
+        waited = time.perf_counter() - t0
+        verdict = ([b[0] for b in bufs] == [0.0, 1.0, 2.0] and 0.19 < waited < 5.0)
+    assert all(c.mpi.allgather(verdict))
+    c.mpi.Barrier()
+    c.free()

@@ -17,6 +17,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from ..comm import waitall
 from ..errors import ConfigurationError
 from . import partition as _part
 from ._util import agree, as_comm
@@ -149,7 +150,7 @@ class SlabDomain:
             reqs = [c.Isend(np.ascontiguousarray(g[self.cuts[r]:self.cuts[r + 1]]), r,
                             TAG_SCATTER) for r in range(self.size) if r != root]
             a[1:-1] = g[self.lo:self.hi]
-            MPI.Request.Waitall(reqs)
+            waitall(reqs)
         else:
             buf = np.empty((self.n,) + self.plane_shape, dtype=np.dtype(dstr))
             c.Recv(buf, root, TAG_SCATTER)
@@ -166,7 +167,7 @@ class SlabDomain:
         reqs = [c.Irecv(out[self.cuts[r]:self.cuts[r + 1]], r, TAG_SCATTER)
                 for r in range(self.size) if r != root]
         out[self.lo:self.hi] = a[1:-1]
-        MPI.Request.Waitall(reqs)
+        waitall(reqs)
         return out
 
     def allgather(self, name: str):
@@ -263,7 +264,7 @@ class SlabDomain:
                     buf = b[1 + s - nlo:1 + e - nlo]
                     reqs.append(c.Irecv(buf, r, TAG_MOVE))
                     moved += buf.nbytes
-        MPI.Request.Waitall(reqs)
+        waitall(reqs)
         self.fields = newfields
         self.cuts = new
         self.moves += 1
