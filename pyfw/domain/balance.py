@@ -1,21 +1,30 @@
 """When and how to move slab boundaries during a run.
 
 Each rank feeds :meth:`Balancer.record` the compute time of every step (update calls only,
-never halo waits: ``SlabDomain.step`` returns exactly that). Every ``every`` steps
-:meth:`Balancer.check` (collective) gathers the window means, smooths them per rank with an
-exponential moving average, and derives speeds ``s_i = cost_i / t_i`` (plane cost per
-second). It proposes new cuts with :func:`~pyfw.domain.partition.partition` and moves the
-boundaries only when
+never halo waits: ``SlabDomain.step`` returns exactly that). The balancer hands each
+``(slab cost, seconds)`` pair to the job's online monitor (:attr:`SlabDomain.monitor`, a
+:class:`pyfw.monitor.OnlineMonitor`), which turns each window into one speed sample per rank
+(plane cost per compute second) and forecasts it with a Network-Weather-Service bank (last
+value, sliding means/medians, exponential smoothing; the predictor with the lowest recent
+error wins). Speeds in cost per second do not depend on the cuts, so they stay valid across
+moves.
 
-* the time lost to imbalance since the last move, ``sum over steps of (t_max - t_mean)``,
-  exceeds the estimated cost of moving (measured on the previous move: seconds per byte plus a
-  fixed part; a conservative guess before the first move), and
-* the predicted gain per step is above ``min_gain`` of the current step time and above one
-  plane's time on the slowest rank, and
+Every ``every`` steps :meth:`Balancer.check` (collective) runs one :meth:`OnlineMonitor.sync`
+-- a single ``allgather`` carrying the speed samples and the window's mean step times (and a
+link probe if one is due) -- reads the forecast speeds ``s_i``, proposes new cuts with
+:func:`~pyfw.domain.partition.partition` and moves the boundaries only when
+
+* the time lost to imbalance since the last move, ``sum over steps of (t_max - t_mean)`` of the
+  measured window times, exceeds the estimated cost of moving (measured on the previous move:
+  seconds per byte plus a fixed part; a conservative guess before the first move), and
+* the predicted gain per step, ``max_i(cost_i / s_i)`` now minus the bottleneck of the new cuts,
+  is above ``min_gain`` of the current step time and above one plane's time on the slowest
+  rank, and
 * the previous check proposed moving the boundaries the same way (hysteresis: a one-off
   noisy window, e.g. another process stealing a core for a moment, moves nothing).
 
-Every rank takes the decision from the same gathered numbers, so all agree without a vote.
+Every rank takes the decision from the same gathered numbers (the monitor's banks are fed
+identically everywhere), so all agree without a vote.
 """
 from __future__ import annotations
 
@@ -29,32 +38,44 @@ __all__ = ["Balancer"]
 class Balancer:
     """Measurement-based boundary mover for a :class:`~pyfw.domain.slab.SlabDomain`.
 
-    ``every``: steps between checks; ``alpha``: EMA weight of the newest window;
-    ``min_gain``: relative predicted gain needed to move; ``guess_bandwidth`` (bytes/s) and
-    ``guess_latency`` (s): move-cost model until a move has been measured.
+    ``every``: steps between checks; ``min_gain``: relative predicted gain needed to move;
+    ``guess_bandwidth`` (bytes/s) and ``guess_latency`` (s): move-cost model until a move has
+    been measured; ``monitor``: the online monitor to read speeds from (default: the
+    domain's, :attr:`SlabDomain.monitor`).
     """
 
-    def __init__(self, domain, every: int = 20, alpha: float = 0.5, min_gain: float = 0.10,
-                 guess_bandwidth: float = 1e9, guess_latency: float = 2e-3):
+    def __init__(self, domain, every: int = 20, min_gain: float = 0.10,
+                 guess_bandwidth: float = 1e9, guess_latency: float = 2e-3, monitor=None):
         if every < 1:
             raise ValueError("every must be >= 1")
         self.dom = domain
+        self.mon = monitor if monitor is not None else domain.monitor
         self.every = int(every)
-        self.alpha = float(alpha)
         self.min_gain = float(min_gain)
         self.sec_per_byte = 1.0 / guess_bandwidth
         self.latency = guess_latency
-        self.ema = None            # smoothed compute time per step, per rank
         self.loss = 0.0            # seconds lost to imbalance since the last move
         self._window = []
         self._last_dir = None      # direction of the previous proposal (for hysteresis)
+        self._cost_key = None
+        self._cost = 0.0
         self.steps = 0
         self.history = []          # one dict per check (for logs and tests)
 
     def record(self, seconds: float) -> None:
-        """Add one step's compute time (this rank)."""
-        self._window.append(float(seconds))
+        """Add one step's compute time (this rank); O(1), no message."""
+        seconds = float(seconds)
+        self._window.append(seconds)
         self.steps += 1
+        d = self.dom
+        key = (d.lo, d.hi)
+        if key != self._cost_key:
+            self._cost_key, self._cost = key, d.slab_cost()
+        self.mon.record(self._cost, seconds)
+
+    def speeds(self) -> np.ndarray:
+        """Forecast speed of every rank (plane cost per compute second)."""
+        return self.mon.speeds()
 
     def move_cost(self, new_cuts) -> float:
         """Estimated seconds to move from the current cuts to ``new_cuts``."""
@@ -69,24 +90,25 @@ class Balancer:
         if not force and (self.steps == 0 or self.steps % self.every):
             return None
         d = self.dom
-        w = np.array([np.mean(self._window) if self._window else 0.0, len(self._window)])
+        w = [float(np.mean(self._window)) if self._window else 0.0, len(self._window)]
         self._window = []
-        allw = d.comm.mpi.allgather(w)
-        t = np.array([x[0] for x in allw])
-        nsteps = float(allw[0][1])
-        if np.any(t <= 0):
+        allw = self.mon.sync(w)
+        t = allw[:, 0]
+        nsteps = float(allw[0, 1])
+        speeds = self.mon.speeds()
+        if np.any(t <= 0) or not np.all(np.isfinite(speeds)) or np.any(speeds <= 0):
             return None
         self.loss += nsteps * (t.max() - t.mean())
-        self.ema = t if self.ema is None else self.alpha * t + (1 - self.alpha) * self.ema
         costs = _part.slab_costs(d.cost, d.cuts)
-        speeds = costs / self.ema
         new = _part.partition(d.cost, speeds, d.min_planes)
-        now = float(self.ema.max())
+        now = float((costs / speeds).max())
         pred = _part.bottleneck(d.cost, speeds, new)
         plane_time = float((d.cost.max() / speeds).max()) if d.cost.max() > 0 else 0.0
         gain = now - pred
         cost = self.move_cost(new)
         rec = {"step": self.steps, "times": t.tolist(), "cuts": d.cuts.tolist(),
+               "speeds": speeds.tolist(),
+               "forecasters": [self.mon.speed(r).predict().method for r in range(d.size)],
                "imbalance": float(t.max() / t.mean() - 1), "loss": self.loss,
                "move_cost": cost, "gain": gain, "moved": False}
         self.history.append(rec)
@@ -104,8 +126,6 @@ class Balancer:
         nbytes = float(d.comm.mpi.allreduce(info["bytes"], op=_max()))
         if nbytes > 0:
             self.sec_per_byte = max(spent - self.latency, 0.0) / nbytes
-        # the EMA was measured on the old slabs: rescale it to the new ones
-        self.ema = _part.slab_costs(d.cost, new) / speeds
         self.loss = 0.0
         rec.update(moved=True, new_cuts=new.tolist(), seconds=spent)
         return new

@@ -39,10 +39,14 @@ class SlabDomain:
 
     ``slowdown`` (>= 1) emulates a slower CPU on this rank: after each update the rank sleeps
     ``(slowdown - 1)`` times the update's compute time, and that time counts as compute.
+
+    ``monitor``: the job's shared :class:`pyfw.monitor.OnlineMonitor` (same object on the
+    communicator's ranks), read by the :class:`~pyfw.domain.balance.Balancer` for rank
+    speeds; by default one speed-only monitor is created on first use (:attr:`monitor`).
     """
 
     def __init__(self, comm, shape, cuts=None, cost=None, speeds=None, min_planes: int = 1,
-                 slowdown: float = 1.0):
+                 slowdown: float = 1.0, monitor=None):
         self.comm = as_comm(comm)
         self.rank, self.size = self.comm.rank, self.comm.size
         shape = tuple(int(s) for s in shape)
@@ -66,6 +70,20 @@ class SlabDomain:
         self.halo = Halo(self.comm)
         self.compute_time = 0.0   # seconds of update() in the last step (incl. emulated load)
         self.moves = 0            # number of repartitions done
+        self._monitor = monitor
+
+    @property
+    def monitor(self):
+        """The online monitor whose rank-speed forecasts balance this domain (created on
+        first use as ``OnlineMonitor(comm, links=False)``: speeds only, no link probes)."""
+        if self._monitor is None:
+            from ..monitor.online import OnlineMonitor
+            self._monitor = OnlineMonitor(self.comm, links=False)
+        return self._monitor
+
+    def slab_cost(self) -> float:
+        """Total plane cost of this rank's slab (the work of one step, in cost units)."""
+        return float(self.cost[self.lo:self.hi].sum())
 
     # ---------------------------------------------------------------- geometry
     @property

@@ -1,28 +1,54 @@
 """Cheap in-run probes for SPMD step loops, within an overhead budget, feeding forecasts.
 
-:class:`OnlineMonitor` is called once per step by every rank (``mon.step(...)``; collective).
-On a probe step it runs **one round** of the round-robin tournament (disjoint pairs, rotating
-through the rounds, so every link is visited every p-1 or p probe steps): a short ping-pong at
-a small and a large size (``reps`` repetitions, ``method`` summary), a Hockney fit, then one
-small ``allgather`` that shares the round's figures, so **every rank holds the forecasts of
-every link** (the collectives tuner reads them without further messages), and every rank's
-speed forecast.
+One :class:`OnlineMonitor` per job is meant to be shared by everything that reads forecasts
+(the domain balancer's rank speeds, the collectives tuner's link model, user code).
 
-The probe interval adapts so the monitor's time stays under ``budget`` (default 1 %) of the
-run: after each probe step, ``every = ceil(probe_seconds / (budget * step_seconds))``, from the
-maximum probe time and the median step time over the ranks, identical on all ranks.
-``overhead()`` reports the measured fraction.
+Feeding it (every rank):
+
+* ``mon.record(work, seconds)`` -- local, O(1): this rank did ``work`` units (e.g. the plane
+  cost of its slab) in ``seconds`` of *compute* time (never waits). Summed until the next
+  exchange, where total work / total seconds becomes one speed sample of this rank.
+* ``mon.step(work=None, seconds=None)`` -- ``record`` plus a step count; collective on the
+  steps where a link probe is due (the same steps on every rank).
+* ``mon.sync(extra)`` -- collective now: one small ``allgather`` of every rank's record
+  (speed sample, plus ``extra`` numbers of the caller: the balancer ships its window times in
+  the same message). A link probe that would fall due within the next half interval is
+  **piggybacked** on it, so a client that synchronises anyway (the balancer) pays no extra
+  collective for the link monitor.
+
+On a probe it runs **one round** of the round-robin tournament (disjoint pairs, rotating
+through the rounds, so every link is visited every p-1 or p probes): a short ping-pong at a
+small and a large size (``reps`` repetitions, ``method`` summary), a Hockney fit, then the one
+``allgather`` that shares the round's figures, so **every rank holds the forecasts of every
+link and every rank's speed** (NWS forecaster banks, :mod:`.forecast`), updated from the same
+numbers in the same order, hence identical on every rank.
+
+Probe interval (adaptive, identical on every rank because it is computed from gathered
+numbers):
+
+* budget part: ``base = ceil(cost / (margin * budget * step))`` with ``cost`` the largest
+  per-rank time of the last probe exchange (pair probe + allgather + forecast updates) and
+  ``step`` the median step time over the ranks; ``margin`` (0.5) keeps the monitor at half
+  the budget so scheduling noise does not push it over;
+* stability part: when every link measured in a probe lands inside its forecast's error band
+  (``|x - f| <= max(band_sigma * err, band_rel * |f|)`` for latency and bandwidth), the
+  interval stretches by 2 (up to ``max_stretch``); a measurement outside the band snaps it back
+  to the budget part, so a link that changes is re-probed promptly.
+
+``overhead()`` reports the measured fraction of this rank's time spent inside the monitor
+(probes, exchanges, forecast updates), ``seconds`` the total.
 
 Non-SPMD runtimes (the farm) do not call :meth:`step`; they feed
 :meth:`pyfw.monitor.forecast.LinkForecast.observe` with timings of their own messages and
 :class:`~pyfw.monitor.forecast.RankSpeedForecast` with task throughput.
 
-Reading the forecasts (any rank, after at least one probe step)::
+Reading the forecasts (any rank, after at least one exchange)::
 
     mon.link(i, j).predict()          # LinkEstimate(latency=Forecast, bandwidth=Forecast)
     mon.link(i, j).time(nbytes)       # predicted one-way seconds
     alpha, bw = mon.matrices()        # p x p arrays of forecast latency (s), bandwidth (B/s)
     mon.speeds()                      # per-rank forecast speed (work units / s)
+    mon.speed(r).predict()            # Forecast(value, error, method) of rank r
 """
 from __future__ import annotations
 
@@ -38,54 +64,85 @@ from .stats import hockney_fit, summarize
 
 __all__ = ["OnlineMonitor"]
 
+_NREC = 8  # peer, alpha, bandwidth, last exchange cost, step seconds, work, seconds, probed
+
 
 class OnlineMonitor:
     """In-run link and speed monitor for a communicator (see the module docstring).
 
     ``sizes``: the two (or more) probe sizes; ``first``: the step of the first probe;
-    ``max_every``: upper bound of the interval. Arguments must match on every rank.
+    ``max_every``: upper bound of the interval; ``links=False``: speeds only (no probes);
+    ``margin``, ``max_stretch``, ``band_sigma``, ``band_rel``: the adaptive interval.
+    Arguments must match on every rank.
     """
 
     def __init__(self, comm, budget: float = 0.01, sizes=(80, 65536), reps: int = 4,
-                 method: str = "median", timeout: float = 10.0, first: int = 1,
-                 max_every: int = 10_000, window: int = 10):
+                 method: str = "median", timeout: float = 10.0, first: int = 10,
+                 max_every: int = 10_000, window: int = 10, links: bool = True,
+                 margin: float = 0.5, max_stretch: int = 16, band_sigma: float = 3.0,
+                 band_rel: float = 0.25):
         if not 0 < budget < 1:
             raise ValueError("budget must be a fraction in (0, 1)")
+        if not 0 < margin <= 1:
+            raise ValueError("margin must be in (0, 1]")
         summarize([1.0], method)
         self.comm, self.mpi = comm, _mpi(comm)
         self.rank, self.size = self.mpi.Get_rank(), self.mpi.Get_size()
         self.budget, self.sizes, self.reps, self.method = budget, list(sizes), reps, method
-        self.timeout, self.max_every = timeout, max_every
-        self.rounds = round_robin(self.size)
+        self.timeout, self.max_every, self.margin = timeout, max_every, margin
+        self.max_stretch, self.band_sigma, self.band_rel = max_stretch, band_sigma, band_rel
+        self.links_on = bool(links) and self.size > 1
+        self.rounds = round_robin(self.size) if self.links_on else []
         self._links = {(i, j): LinkForecast(window=window) for i in range(self.size)
                        for j in range(i + 1, self.size)}
         self._speeds = [RankSpeedForecast(window=window) for _ in range(self.size)]
-        self.steps, self.next_probe, self.every = 0, first, first
-        self.probes, self.round_index = 0, 0
-        self.probe_seconds = 0.0
+        self.steps = 0
+        self.first = max(1, int(first))
+        self.next_probe = self.first if self.links_on else math.inf
+        self.every, self.base_every, self.stretch = self.first, self.first, 1
+        self.probes, self.syncs, self.round_index = 0, 0, 0
+        self.seconds = 0.0          # time spent inside the monitor on this rank
+        self.probe_seconds = 0.0    # kept for compatibility: same as ``seconds``
+        self._last_cost = 0.0       # this rank's cost of the previous exchange
         self.t_start = time.perf_counter()
         self._t_mark, self._steps_mark = self.t_start, 0
         self._work = self._work_seconds = 0.0
 
-    # --------------------------------------------------------------- the step hook
-    def step(self, work: float | None = None, seconds: float | None = None) -> bool:
-        """Count a step (collective); probe if due. ``work`` done in ``seconds`` is summed; at the next
-        probe, total work / total seconds is this rank's speed sample. Returns True if it probed."""
-        if work is not None and seconds is not None and seconds > 0:
+    # --------------------------------------------------------------- feeding
+    def record(self, work: float, seconds: float) -> None:
+        """Local and O(1): ``work`` units done in ``seconds`` of compute time on this rank."""
+        if seconds > 0 and work >= 0:
             self._work += work
             self._work_seconds += seconds
+
+    def step(self, work: float | None = None, seconds: float | None = None) -> bool:
+        """Count a step (collective on probe steps); probe if due. ``work`` done in
+        ``seconds`` is recorded (see :meth:`record`). Returns True if it probed."""
+        if work is not None and seconds is not None:
+            self.record(work, seconds)
         self.steps += 1
         if self.steps < self.next_probe:
             return False
-        self._probe()
+        self._exchange(True, None)
         return True
 
-    def _probe(self) -> None:
+    def sync(self, extra=None) -> np.ndarray:
+        """Collective: share every rank's speed sample (and ``extra``, a short sequence of
+        floats, the same length on every rank) now. A link probe due within the next half
+        interval rides along. Returns the gathered ``extra`` as a ``(size, len(extra))``
+        array (empty columns if none)."""
+        probe = self.links_on and self.steps + max(1, self.every // 2) >= self.next_probe
+        return self._exchange(probe, extra)
+
+    # --------------------------------------------------------------- the exchange
+    def _exchange(self, probe: bool, extra) -> np.ndarray:
         t0 = time.perf_counter()
-        step_time = (t0 - self._t_mark) / max(1, self.steps - self._steps_mark)
+        nsteps = self.steps - self._steps_mark
+        step_time = (t0 - self._t_mark) / nsteps if nsteps > 0 else math.nan
         p, me = self.size, self.rank
-        rec = np.full(5, np.nan)  # peer, alpha, bandwidth, probe seconds, step seconds
-        if self.rounds:
+        extra = np.zeros(0) if extra is None else np.asarray(extra, dtype=float).ravel()
+        rec = np.full(_NREC + extra.size, np.nan)
+        if probe and self.rounds:
             rnd = self.rounds[self.round_index % len(self.rounds)]
             for a, b in rnd:
                 if me in (a, b):
@@ -96,30 +153,62 @@ class OnlineMonitor:
                         t = [summarize(r, self.method) for r in raw]
                         fit = hockney_fit(self.sizes, t)
                         rec[:3] = peer, fit.alpha, fit.bandwidth
+        rec[3] = max(self._last_cost, time.perf_counter() - t0)
         rec[4] = step_time
-        rec[3] = time.perf_counter() - t0
-        speed = self._work / self._work_seconds if self._work_seconds > 0 else math.nan
-        send = np.concatenate([rec, [speed]])
-        allrec = np.empty((p, 6))
-        coll.allgather(self.mpi, send, allrec)   # tuned dispatch (issue 5: native if faster)
-        for i in range(p):
+        if self._work_seconds > 0:
+            rec[5], rec[6] = self._work, self._work_seconds
+        rec[7] = 1.0 if probe else 0.0
+        rec[_NREC:] = extra
+        allrec = np.empty((p, rec.size))
+        coll.allgather(self.mpi, rec, allrec)   # tuned dispatch (issue 5: native if faster)
+        stable = self._update(allrec)
+        self._work = self._work_seconds = 0.0
+        self.syncs += 1
+        if probe:
+            self._adapt(allrec, stable)
+        spent = time.perf_counter() - t0
+        self._last_cost = spent
+        self.seconds += spent
+        self.probe_seconds = self.seconds
+        self._t_mark, self._steps_mark = time.perf_counter(), self.steps
+        return allrec[:, _NREC:]
+
+    def _update(self, allrec: np.ndarray) -> bool:
+        """Feed the gathered records to the banks (same order on every rank); True if every
+        link measured now fell inside its forecast's band (and at least one was measured)."""
+        stable, seen = True, False
+        for i in range(self.size):
             j = allrec[i, 0]
             if math.isfinite(j):
-                self._links[(i, int(j))].update(allrec[i, 1], allrec[i, 2])
-            if math.isfinite(allrec[i, 5]):
-                self._speeds[i].update(allrec[i, 5])
-        self._work = self._work_seconds = 0.0
-        spent = time.perf_counter() - t0
-        self.probe_seconds += spent
-        probe_max = float(np.nanmax(allrec[:, 3]))  # gathered: the same on every rank
-        step_med = float(np.nanmedian(allrec[:, 4]))
-        # the interval is decided from gathered numbers, hence identical on every rank
-        need = probe_max / (self.budget * max(step_med, 1e-9))
-        self.every = int(min(self.max_every, max(1, math.ceil(need))))
+                lf = self._links[(i, int(j))]
+                seen = True
+                stable = (stable and self._inside(lf.latency, allrec[i, 1])
+                          and self._inside(lf.bandwidth, allrec[i, 2]))
+                lf.update(allrec[i, 1], allrec[i, 2])
+            w, s = allrec[i, 5], allrec[i, 6]
+            if s > 0:
+                self._speeds[i].update(work=w, seconds=s)
+        return stable and seen
+
+    def _inside(self, bank, x: float) -> bool:
+        if len(bank) < 3 or not math.isfinite(x):
+            return False
+        f = bank.predict()
+        err = f.error if math.isfinite(f.error) else 0.0
+        return abs(x - f.value) <= max(self.band_sigma * err, self.band_rel * abs(f.value))
+
+    def _adapt(self, allrec: np.ndarray, stable: bool) -> None:
+        cost = float(np.nanmax(allrec[:, 3]))        # gathered: the same on every rank
+        steps = allrec[:, 4]
+        step_med = float(np.nanmedian(steps)) if np.isfinite(steps).any() else math.nan
+        if math.isfinite(step_med) and step_med > 0:
+            need = cost / (self.margin * self.budget * step_med)
+            self.base_every = int(min(self.max_every, max(1, math.ceil(need))))
+        self.stretch = min(self.max_stretch, 2 * self.stretch) if stable else 1
+        self.every = int(min(self.max_every, self.base_every * self.stretch))
         self.next_probe = self.steps + self.every
         self.round_index += 1
         self.probes += 1
-        self._t_mark, self._steps_mark = time.perf_counter(), self.steps
 
     # --------------------------------------------------------------- reading
     def link(self, i: int, j: int) -> LinkForecast:
@@ -146,6 +235,6 @@ class OnlineMonitor:
         return np.array([s.predict().value for s in self._speeds])
 
     def overhead(self) -> float:
-        """Fraction of this rank's time since construction spent probing."""
+        """Fraction of this rank's time since construction spent inside the monitor."""
         total = time.perf_counter() - self.t_start
-        return self.probe_seconds / total if total > 0 else 0.0
+        return self.seconds / total if total > 0 else 0.0
