@@ -114,3 +114,24 @@ def stable_dt(tid, tissues, dx, Ta=37.0):
                     d += face_coef(k[z, y, x], k[n], bnd[n], h[n], dx)
                 best = min(best, c / d)
     return best
+
+
+def direct_step(T, tid, C, g, wb, src, P):
+    """The direct (per-voxel) form of one kernel step with the solver's own tables, in
+    numpy: every voxel sums its six face terms ``C[t, u] (T_u - T_i)`` in the order z-, z+,
+    y-, y+, x-, x+ and applies ``T + g (f + P (src - wb T))``. Each numpy operation is one
+    IEEE-rounded operation per element, so this is bitwise what a kernel with that
+    operation order must give (boundary voxels have g = 0 and keep their value)."""
+    c = (slice(1, -1),) * 3
+    tc, t = T[c], tid[c]
+    f = None
+    for ax in range(3):
+        for d in (-1, 1):
+            s = [slice(1, -1)] * 3
+            s[ax] = slice(1 + d, T.shape[ax] - 1 + d)
+            s = tuple(s)
+            term = C[t, tid[s]] * (T[s] - tc)
+            f = term if f is None else f + term
+    out = T.copy()
+    out[c] = tc + g[t] * (f + P[c] * (src[t] - wb[t] * tc))
+    return out

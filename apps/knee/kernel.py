@@ -3,7 +3,9 @@
 A voxel of tissue ``t`` whose neighbour across a face has tissue ``u`` exchanges heat with
 face coefficient ``C[t, u]`` (W/(m^3 K)): ``2 k_t k_u / (k_t + k_u) / dx^2`` (harmonic mean,
 series resistance of two half cells) between conducting tissues, ``h_u / dx`` towards a
-boundary material ``u`` (air, cryo-cuff: fixed temperature), 0 for an insulator. One explicit
+boundary material ``u`` (air, cryo-cuff: fixed temperature), 0 for an insulator. The table
+is symmetric (``C[u, t] = C[t, u]`` for a boundary ``u``: never used, since boundary
+voxels are not updated), so a face's heat flow can be computed once for both voxels. One explicit
 (FTCS) step of the Pennes equation is then
 
     T'_i = T_i + g_t * (sum_f C[t, u_f] (T_f - T_i) + P_i (src_t - wb_t T_i))
@@ -63,20 +65,48 @@ def _melt(tc, dh, ts, tl, cs, cm, cl, ics, icm, icl):  # pragma: no cover - comp
 def _pennes_step(T, Tn, tid, P, C, g, wb, src, k0, k1):  # pragma: no cover - compiled
     """One explicit step with the perfusion factor field ``P`` (see :func:`_perf_factor`).
     Phase-change voxels get a provisional value here and are redone by
-    :func:`_phase_step` (kept out of this loop so that the common voxel stays branch-free)."""
+    :func:`_phase_step` (kept out of this loop so that the common voxel stays branch-free).
+
+    Flux form: the heat flow across each face, ``C[t, u] (T_u - T_t)``, is computed once and
+    used by both voxels it joins (the lower voxel's ``+`` face is the upper voxel's ``-``
+    face, with the sign flipped). ``C`` must be symmetric (``Tables.C`` is: harmonic means
+    are, and a boundary row mirrors its column, which is harmless because boundary voxels
+    have ``g = 0``). Negation is exact, so each voxel sums bitwise the same six terms, in
+    the same order (z-, z+, y-, y+, x-, x+), as the direct form
+    ``sum_f C[t, u_f] (T_f - T_i)`` would: results do not depend on where a call's planes
+    start (rank, chunk). The flows across z faces are kept in a plane buffer, those across
+    y faces in a row buffer and the x face in a register; this halves the table look-ups
+    and multiplications of the direct form (~1.4x faster)."""
     ny, nx = T.shape[1], T.shape[2]
+    zb = np.empty((ny, nx))      # flow across the face below (k-1 | k), for voxel (k-1)
+    yb = np.empty(nx)            # flow across the face (j-1 | j), for voxel (j-1)
+    for j in range(1, ny - 1):
+        for i in range(1, nx - 1):
+            zb[j, i] = C[tid[k0 - 1, j, i], tid[k0, j, i]] * (T[k0, j, i] - T[k0 - 1, j, i])
     for k in range(k0, k1):
+        for i in range(1, nx - 1):
+            yb[i] = C[tid[k, 0, i], tid[k, 1, i]] * (T[k, 1, i] - T[k, 0, i])
         for j in range(1, ny - 1):
+            t = tid[k, j, 0]
+            tc = T[k, j, 0]
+            u = tid[k, j, 1]
+            tx = T[k, j, 1]
+            fxm = C[t, u] * (tx - tc)        # flow across (i-1 | i) for voxel i-1
+            t = u
+            tc = tx
             for i in range(1, nx - 1):
-                t = tid[k, j, i]
-                tc = T[k, j, i]
-                f = (C[t, tid[k - 1, j, i]] * (T[k - 1, j, i] - tc)
-                     + C[t, tid[k + 1, j, i]] * (T[k + 1, j, i] - tc)
-                     + C[t, tid[k, j - 1, i]] * (T[k, j - 1, i] - tc)
-                     + C[t, tid[k, j + 1, i]] * (T[k, j + 1, i] - tc)
-                     + C[t, tid[k, j, i - 1]] * (T[k, j, i - 1] - tc)
-                     + C[t, tid[k, j, i + 1]] * (T[k, j, i + 1] - tc))
+                u = tid[k, j, i + 1]
+                tx = T[k, j, i + 1]
+                fxp = C[t, u] * (tx - tc)
+                fzp = C[t, tid[k + 1, j, i]] * (T[k + 1, j, i] - tc)
+                fyp = C[t, tid[k, j + 1, i]] * (T[k, j + 1, i] - tc)
+                f = (-zb[j, i]) + fzp + (-yb[i]) + fyp + (-fxm) + fxp
+                zb[j, i] = fzp
+                yb[i] = fyp
                 Tn[k, j, i] = tc + g[t] * (f + P[k, j, i] * (src[t] - wb[t] * tc))
+                fxm = fxp
+                t = u
+                tc = tx
 
 
 @njit(cache=True, nogil=True)

@@ -33,15 +33,23 @@ class Tables:
             raise ConfigurationError("between 1 and 256 tissues (ids are uint8)")
         self.tissues, self.dx, self.t_arterial = tuple(tissues), float(dx), float(t_arterial)
         k = np.array([t.k for t in tissues], dtype=np.float64)
+        # face coefficients, symmetric: C[b, a] = C[a, b] also when b is a boundary material
+        # (the boundary voxel itself is never updated: g = 0), so the kernel computes each
+        # face's heat flow once for both voxels (kernel._pennes_step)
         self.C = np.zeros((nt, nt))
         for a, ta in enumerate(tissues):
             if ta.boundary:
                 continue
             for b, tb in enumerate(tissues):
                 if tb.boundary and tb.k == 0:
-                    self.C[a, b] = tb.h / dx
+                    c = tb.h / dx
+                elif tb.boundary:
+                    c = 2.0 * k[a] * k[b] / (k[a] + k[b]) / dx ** 2
+                elif b < a:
+                    continue            # conducting pair: set once, mirrored below
                 else:
-                    self.C[a, b] = 2.0 * k[a] * k[b] / (k[a] + k[b]) / dx ** 2
+                    c = 2.0 * k[a] * k[b] / (k[a] + k[b]) / dx ** 2
+                self.C[a, b] = self.C[b, a] = c
         self.rhoc = np.array([0.0 if t.boundary else t.rho * t.c for t in tissues])
         self.wb = np.array([0.0 if t.boundary else t.perfusion * RHO_BLOOD * C_BLOOD
                             for t in tissues])
