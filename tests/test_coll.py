@@ -342,7 +342,9 @@ def test_missing_table_means_native_with_one_notice(tmp_path, monkeypatch, capsy
     c = MPI.COMM_SELF.Dup()
     try:
         p = coll.plan(c)
-        assert all(all(n == "native" for n in names) for names in p.choice.values())
+        # native everywhere, except that a 0-byte call is the "empty" no-op on every rank
+        assert all(names[0] == "empty" and all(n == "native" for n in names[1:])
+                   for names in p.choice.values())
         assert p.allgather[3] == c.Allgather or p.allgather[3].__self__ == c
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "using native MPI" in err
@@ -360,38 +362,51 @@ def test_dispatch_picks_what_the_table_says():
         want = {"allgather": ["bruck", "native", "ring"], "gather": ["binomial", "linear",
                 "native"], "alltoall": ["pairwise", "bruck", "native"],
                 "bcast": ["scatter_allgather", "native", "binomial"]}
-        p = abort_on_error(lambda: coll.plan(c, table=fake_table(desc, want)))
+        sizes = (1, 16, 4096)
+        p = abort_on_error(lambda: coll.plan(c, table=fake_table(desc, want, sizes)))
         failures = []
         for cname, names in want.items():
-            for s, name in zip((0, 16, 4096), names):
+            if p.choice[cname][0] != "empty":
+                failures.append(f"{cname} 0 B: {p.choice[cname][0]}")
+            for s, name in zip(sizes, names):
                 if p.choice[cname][s.bit_length()] != name:
                     failures.append(f"{cname} {s}B: {p.choice[cname][s.bit_length()]}")
         # the dispatch really calls the chosen function: replace them by recorders
         calls = []
         for bucket in range(len(p.allgather)):
             p.allgather[bucket] = (lambda b: lambda s, r: calls.append(b))(bucket)
-        coll.allgather(c, np.zeros(16, np.uint8), np.zeros(16 * w.Get_size(), np.uint8))
-        coll.allgather(Comm(c), np.zeros(3, np.uint8), np.zeros(3 * w.Get_size(), np.uint8))
-        if calls != [5, 2]:
-            failures.append(f"dispatch buckets {calls}")
-        # bind(): native bound methods where the table is native everywhere (allreduce,
-        # reduce here), a bucketed closure elsewhere, with correct results
-        p = abort_on_error(lambda: coll.plan(c, table=fake_table(desc, want)))
-        b = coll.bind(c)
-        if b.Allreduce != c.Allreduce or b.Reduce != c.Reduce or b.Allgather == c.Allgather:
-            failures.append("bind: wrong native/tuned attributes")
         n = w.Get_size()
+        s16, r16 = np.zeros(16, np.uint8), np.zeros(16 * n, np.uint8)
+        coll.allgather(c, s16, r16)
+        coll.allgather(c, s16, r16)                      # the cached hot path
+        coll.allgather(Comm(c), np.zeros(3, np.uint8), np.zeros(3 * n, np.uint8))
+        coll.allgather(c, np.zeros(4096, np.uint8), np.zeros(4096 * n, np.uint8))
+        coll.allgather(c, s16, r16)
+        if calls != [5, 5, 2, 13, 5]:
+            failures.append(f"dispatch buckets {calls}")
+        # bind(): the same decisions under mpi4py's names, with correct results
+        p = abort_on_error(lambda: coll.plan(c, table=fake_table(desc, want, sizes)))
+        b = coll.bind(c)
         for blk in (0, 16, 4096, 5000):
             send = np.full(blk, w.Get_rank() % 7, np.uint8)
             got = np.zeros(blk * n, np.uint8)
             abort_on_error(lambda: b.Allgather(send, got))
             if not (got.reshape(n, blk) == (np.arange(n) % 7)[:, None]).all():
                 failures.append(f"bind: Allgather {blk} B wrong")
+            abort_on_error(lambda: coll.allgather(c, send, got))   # function form, same
+            if not (got.reshape(n, blk) == (np.arange(n) % 7)[:, None]).all():
+                failures.append(f"allgather {blk} B wrong")
             buf = np.arange(blk, dtype=np.uint8) if w.Get_rank() == n - 1 else \
                 np.zeros(blk, np.uint8)
             abort_on_error(lambda: b.Bcast(buf, n - 1))
             if not (buf == np.arange(blk, dtype=np.uint8)).all():
                 failures.append(f"bind: Bcast {blk} B wrong")
+            x = np.full(max(blk // 8, 1), w.Get_rank() + 1.0)
+            y = np.empty_like(x)
+            for op, want_v in ((MPI.SUM, n * (n + 1) / 2), (MPI.MAX, float(n))):
+                abort_on_error(lambda: coll.allreduce(c, x, y, op))
+                if not (y == want_v).all():
+                    failures.append(f"allreduce {op} {blk} B wrong")
         p.free()
         verdict(failures)
     finally:
@@ -423,7 +438,7 @@ def test_tuner_measures_and_dispatch_follows(tmp_path_factory):
         p = abort_on_error(lambda: coll.plan(c))
         dec = tuner.decisions(t)
         for cname in ("allgather", "bcast"):
-            if p.choice[cname] != dec[cname]:
+            if p.choice[cname][1:] != dec[cname][1:] or p.choice[cname][0] != "empty":
                 failures.append(f"{cname}: plan {p.choice[cname][:14]} != {dec[cname][:14]}")
         send = np.full(512, w.Get_rank(), np.uint8)
         out = np.empty(512 * w.Get_size(), np.uint8)

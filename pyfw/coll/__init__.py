@@ -8,12 +8,14 @@ Dispatch (mpi4py uppercase signatures, communicator first, ``algorithm=`` to for
     coll.alltoall(comm, send, recv); coll.bcast(comm, buf, root)
     coll.allreduce(comm, send, recv, op); coll.reduce(comm, send, recv, op, root)
     view = coll.allgather_view(comm, send)      # zero-copy SMP all-gather (read-only)
-    b = coll.bind(comm); b.Allgather(send, recv) # hot loops: native bound method wherever
-                                                # the table picks native for every size
+    b = coll.bind(comm); b.Allgather(send, recv) # the same dispatch, mpi4py method names
+    coll.use_links(comm, monitor)               # re-rank for the link monitor's forecasts
 
 ``comm`` is an mpi4py Intracomm or a :class:`pyfw.comm.Comm`. Tune once per machine and
 process count: ``mpiexec -n N python -m pyfw.coll.tune``; without a table the dispatch uses
-native MPI (one notice line). Algorithms live in one module per family:
+native MPI (one notice line). A 0-byte call is a no-op on every rank. The link cost model
+(:mod:`~pyfw.coll.model`) adds to the tuned times the modelled change since tuning of each
+algorithm's time under the current per-link latency/bandwidth forecasts. Algorithms live in one module per family:
 :mod:`~pyfw.coll.gather`, :mod:`~pyfw.coll.allgather`, :mod:`~pyfw.coll.alltoall`,
 :mod:`~pyfw.coll.bcast`, :mod:`~pyfw.coll.reduce`, :mod:`~pyfw.coll.smp`.
 
@@ -21,11 +23,11 @@ The pyfw algorithms' point-to-point traffic is not added to :class:`pyfw.comm.Co
 (native MPI collectives cannot be counted either); the link monitor measures links itself.
 """
 from .dispatch import (ALGORITHMS, COLLECTIVES, Bound, Plan, allgather, allreduce,  # noqa
-                       alltoall, bcast, bind, forget_plans, gather, plan, reduce)
+                       alltoall, bcast, bind, forget_plans, gather, plan, reduce, use_links)
 from .smp import SmpAllgather  # noqa: F401
 
 __all__ = ["allgather", "gather", "alltoall", "bcast", "allreduce", "reduce",
-           "allgather_view", "bind", "Bound", "plan", "Plan", "forget_plans", "SmpAllgather", "ALGORITHMS",
+           "allgather_view", "bind", "Bound", "use_links", "plan", "Plan", "forget_plans", "SmpAllgather", "ALGORITHMS",
            "COLLECTIVES"]
 
 

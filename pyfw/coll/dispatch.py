@@ -3,12 +3,21 @@ message-size bucket from the tuner's decision table, native MPI where it wins.
 
 The first call on a communicator is collective: it builds a :class:`Plan` (a private
 duplicate for the pyfw algorithms, the node layout, the decision table read by rank 0 and
-broadcast) and caches it by the communicator's handle. After that a call costs one dict
-lookup, one ``nbytes`` and one list index before the chosen function runs: the bucket of a
-message of n bytes is ``n.bit_length()`` (0 B, 1 B, 2–3 B, 4–7 B, ...).
+broadcast) and caches it by the communicator's handle. The bucket of a message of n bytes is
+``n.bit_length()`` (0 B, 1 B, 2–3 B, 4–7 B, ...); bucket 0 is the ``"empty"`` no-op (a 0-byte
+collective moves nothing, and every rank sees the same size).
+
+Per-call cost: a call with the same communicator object and the same numpy buffer object as
+the previous call of that collective (the usual hot loop) goes straight to the resolved
+callable -- for native MPI the mpi4py bound method itself, with the caller's arguments --
+after one tuple unpack and two or three identity tests (about 40–60 ns in CPython 3.11 over
+calling mpi4py directly); other calls look the plan up and compute the bucket (about 0.1 µs
+more). All ranks must call the same entry point (pyfw function, :class:`Bound` or native) for
+the same collective, as they would have to for any pyfw algorithm.
 
 Every function takes mpi4py's uppercase signature with the communicator first, plus
 ``algorithm=`` to force one (a name from :data:`ALGORITHMS`, ``"native"`` included).
+:func:`use_links` re-ranks the algorithms for the link monitor's current forecasts.
 """
 from __future__ import annotations
 
@@ -22,8 +31,8 @@ from .algorithms import allgather as _ag, alltoall as _a2a, bcast as _bc, gather
 from .algorithms import reduce as _rd
 from ._util import raw
 
-__all__ = ["Plan", "plan", "Bound", "bind", "allgather", "gather", "alltoall", "bcast", "allreduce", "reduce",
-           "ALGORITHMS", "COLLECTIVES", "forget_plans"]
+__all__ = ["Plan", "plan", "Bound", "bind", "use_links", "allgather", "gather", "alltoall", "bcast",
+           "allreduce", "reduce", "ALGORITHMS", "COLLECTIVES", "forget_plans"]
 
 NBUCKETS = 65
 
@@ -45,20 +54,30 @@ _FUNCS = {"allgather": _ag.ALGORITHMS, "gather": _ga.ALGORITHMS, "alltoall": _a2
 _PLANS: dict[int, "Plan"] = {}
 _ndarray = np.ndarray
 _partial = functools.partial
-# last (communicator object, bucket list) per collective: the fast path is an identity test
-_L_ALLGATHER: list = [None, None]
-_L_GATHER: list = [None, None]
-_L_ALLTOALL: list = [None, None]
-_L_BCAST: list = [None, None]
-_L_ALLREDUCE: list = [None, None]
-_L_REDUCE: list = [None, None]
-_LASTS = (_L_ALLGATHER, _L_GATHER, _L_ALLTOALL, _L_BCAST, _L_ALLREDUCE, _L_REDUCE)
+_NOTIFIED: set[str] = set()
+
+# The hot path. Per collective, one tuple (communicator object, buffer object, [op,]
+# resolved callable) remembers the last call's resolution: a call with the same
+# communicator and the same numpy buffer object (a numpy array cannot change its byte size
+# while referenced) costs one tuple unpack, two or three identity tests and the call of the
+# resolved callable with the caller's own arguments -- the mpi4py bound method itself where
+# native MPI was chosen. Any other call resolves the bucket (``nbytes.bit_length()``) from
+# the plan and refreshes the tuple. The tuple holds a reference to the last buffer.
+_MISS = (None, None, None)
+_AG = _GA = _A2A = _BC = _MISS
+_AR = _RD = (None, None, None, None)
 
 
 def _reset_fast_paths() -> None:
-    for L in _LASTS:
-        L[0] = L[1] = None
-_NOTIFIED: set[str] = set()
+    global _AG, _GA, _A2A, _BC, _AR, _RD
+    _AG = _GA = _A2A = _BC = _MISS
+    _AR = _RD = (None, None, None, None)
+
+
+def _empty(*args) -> None:
+    """The 0-byte collective: nothing to move, so nothing to do (MPICH returns early the
+    same way); every rank sees the same size, so every rank skips it."""
+    return None
 
 
 def _forget(comm, keyval, plan):
@@ -76,7 +95,8 @@ class Plan:
     """Per-communicator state of the dispatch (collective to build; use :func:`plan`).
 
     ``plan.allgather[bucket]`` etc. are the chosen callables with mpi4py's signature;
-    ``plan.choice[coll][bucket]`` their names.
+    ``plan.choice[coll][bucket]`` their names. Bucket 0 (0 B) is always ``"empty"``.
+    :meth:`use_links` re-ranks the algorithms for the current link forecasts.
     """
 
     def __init__(self, comm, table: dict | None = None, notice: bool = True):
@@ -94,16 +114,39 @@ class Plan:
                 _NOTIFIED.add(why)
                 print(f"pyfw.coll: {why}; using native MPI", file=sys.stderr)
         self.table = table
-        self.choice = tuner.decisions(table, self.size) if table else {}
+        self.links = None  # current (latency, bandwidth) matrices given to use_links
+        self._decide()
+
+    def _decide(self) -> None:
+        from . import tuner
+        choice = tuner.decisions(self.table, self.size, links=self.links) if self.table \
+            else {}
+        self.choice = {}
         for coll in COLLECTIVES:
-            names = self.choice.get(coll) or ["native"] * NBUCKETS
+            names = list(choice.get(coll) or ["native"] * NBUCKETS)
+            names[0] = "empty"
             self.choice[coll] = names
             setattr(self, coll, [self.algorithm(coll, n) for n in names])
+        _reset_fast_paths()
+
+    def use_links(self, source) -> dict[str, list[str]]:
+        """Re-rank the algorithms for the current links (collective): ``source`` is a
+        :class:`pyfw.monitor.OnlineMonitor` (its per-link forecasts), a
+        :class:`pyfw.monitor.LinkMatrix` or a ``(latency, bandwidth)`` pair of p x p arrays;
+        ``None`` goes back to the tuned table alone. Rank 0's links are broadcast, so every
+        rank decides alike. Returns the new :attr:`choice`."""
+        from .model import links_from
+        links = None if source is None else links_from(source, self.size)
+        self.links = self.comm.bcast(links, root=0)
+        self._decide()
+        return self.choice
 
     def algorithm(self, coll: str, name: str):
         """The callable for ``coll`` / ``name`` bound to this communicator."""
         if name == "native":
             return getattr(self.comm, _NATIVE[coll])
+        if name == "empty":
+            return _empty
         if coll == "allgather" and name in ("smp", "smp_bruck"):
             return self.smp("bruck" if name == "smp_bruck" else "direct")
         try:
@@ -156,58 +199,31 @@ def plan(comm, table: dict | None = None) -> Plan:
                 c.Set_attr(_KEYVAL, p)
             except MPI.Exception:
                 pass
+    _reset_fast_paths()
     return p
+
+
+def use_links(comm, source) -> dict[str, list[str]]:
+    """Re-rank ``comm``'s tuned choices for the link monitor's current forecasts
+    (collective; see :meth:`Plan.use_links`)."""
+    return plan(comm).use_links(source)
 
 
 class Bound:
     """The tuned collectives of one communicator as attributes with mpi4py's names and
-    signatures (``b.Allgather(sendbuf, recvbuf)``, ``b.Gather(sendbuf, recvbuf, root)``, ...).
-
-    Where the table chooses native MPI for every size of a collective, the attribute *is*
-    the native bound method: zero added cost. Otherwise it is a closure indexing the size
-    bucket (one ``nbytes``, one ``bit_length``, one list index). Numpy buffers only on the
-    tuned path (other buffers go native); build a new one after re-tuning.
-    """
+    signatures (``b.Allgather(sendbuf, recvbuf)``, ``b.Gather(sendbuf, recvbuf, root)``, ...),
+    deciding exactly like the module functions (the same plan and buckets), so ranks may mix
+    the two forms. Build a new one after re-tuning or :meth:`Plan.use_links`."""
 
     def __init__(self, p: "Plan"):
         self.plan = p
-        nat = p.comm
-        for coll, attr in _NATIVE.items():
-            fns = getattr(p, coll)
-            if all(n == "native" for n in p.choice[coll]):
-                setattr(self, attr, getattr(nat, attr))
-            else:
-                setattr(self, attr, _bucketed(coll, fns, getattr(nat, attr), p.size))
-
-
-def _bucketed(coll, fns, native, size):
-    nd = _ndarray
-    if coll == "alltoall":
-        def alltoall(sendbuf, recvbuf):
-            if sendbuf.__class__ is nd:
-                return fns[(sendbuf.nbytes // size).bit_length()](sendbuf, recvbuf)
-            return native(sendbuf, recvbuf)
-        return alltoall
-    if coll == "bcast":
-        def bcast(buf, root=0):
-            if buf.__class__ is nd:
-                return fns[buf.nbytes.bit_length()](buf, root)
-            return native(buf, root)
-        return bcast
-    if coll in ("allreduce", "reduce"):
-        def red(sendbuf, recvbuf, op=MPI.SUM, *root):
-            if sendbuf.__class__ is nd:
-                fn = fns[sendbuf.nbytes.bit_length()]
-                if fn.__class__ is not _partial or _predefined(op):
-                    return fn(sendbuf, recvbuf, op, *root)
-            return native(sendbuf, recvbuf, op, *root)
-        return red
-
-    def gathering(sendbuf, recvbuf, *root):
-        if sendbuf.__class__ is nd:
-            return fns[sendbuf.nbytes.bit_length()](sendbuf, recvbuf, *root)
-        return native(sendbuf, recvbuf, *root)
-    return gathering
+        comm = p.comm
+        self.Allgather = _partial(allgather, comm)
+        self.Gather = _partial(gather, comm)
+        self.Alltoall = _partial(alltoall, comm)
+        self.Bcast = _partial(bcast, comm)
+        self.Allreduce = _partial(allreduce, comm)
+        self.Reduce = _partial(reduce, comm)
 
 
 def bind(comm) -> Bound:
@@ -221,137 +237,157 @@ def forget_plans() -> None:
     for p in list(_PLANS.values()):
         p.free()
     _PLANS.clear()
+    _reset_fast_paths()
 
 
 def _plan(comm) -> Plan:
+    try:
+        return _PLANS[comm.handle]
+    except (AttributeError, KeyError):
+        pass
     try:
         return _PLANS[comm.mpi.handle]
     except (AttributeError, KeyError):
         return plan(comm)
 
 
+# ------------------------------------------------------------------ the dispatch functions
+# Each is the hot path (identity tests on the cached tuple) in front of a resolver.
+
 def allgather(comm, sendbuf, recvbuf, algorithm: str | None = None) -> None:
     """Tuned ``comm.Allgather(sendbuf, recvbuf)``; ``algorithm=`` forces one."""
-    L = _L_ALLGATHER
-    if comm is L[0] and sendbuf.__class__ is _ndarray and algorithm is None:
-        return L[1][sendbuf.nbytes.bit_length()](sendbuf, recvbuf)
-    try:
-        p = _PLANS[comm.handle]
-    except (AttributeError, KeyError):
-        p = _plan(comm)
-    if algorithm is None:
-        try:
-            n = sendbuf.nbytes
-        except AttributeError:
-            n = _nbytes(sendbuf, recvbuf, p.size)
-        L[0], L[1] = comm, p.allgather
-        return p.allgather[n.bit_length()](sendbuf, recvbuf)
-    return p.algorithm("allgather", algorithm)(sendbuf, recvbuf)
+    k, b, f = _AG
+    if sendbuf is b and comm is k and algorithm is None:
+        return f(sendbuf, recvbuf)
+    return _allgather(comm, sendbuf, recvbuf, algorithm)
+
+
+def _allgather(comm, sendbuf, recvbuf, algorithm):
+    global _AG
+    p = _plan(comm)
+    if algorithm is not None:
+        return p.algorithm("allgather", algorithm)(sendbuf, recvbuf)
+    if sendbuf.__class__ is _ndarray:
+        f = p.allgather[sendbuf.nbytes.bit_length()]
+        _AG = (comm, sendbuf, f)
+    else:
+        f = p.allgather[_nbytes(sendbuf, recvbuf, p.size).bit_length()]
+    return f(sendbuf, recvbuf)
 
 
 def gather(comm, sendbuf, recvbuf, root: int = 0, algorithm: str | None = None) -> None:
     """Tuned ``comm.Gather(sendbuf, recvbuf, root)``; ``algorithm=`` forces one."""
-    L = _L_GATHER
-    if comm is L[0] and sendbuf.__class__ is _ndarray and algorithm is None:
-        return L[1][sendbuf.nbytes.bit_length()](sendbuf, recvbuf, root)
-    try:
-        p = _PLANS[comm.handle]
-    except (AttributeError, KeyError):
-        p = _plan(comm)
-    if algorithm is None:
-        try:
-            n = sendbuf.nbytes
-        except AttributeError:
-            n = _nbytes(sendbuf, recvbuf, p.size)
-        L[0], L[1] = comm, p.gather
-        return p.gather[n.bit_length()](sendbuf, recvbuf, root)
-    return p.algorithm("gather", algorithm)(sendbuf, recvbuf, root)
+    k, b, f = _GA
+    if sendbuf is b and comm is k and algorithm is None:
+        return f(sendbuf, recvbuf, root)
+    return _gather(comm, sendbuf, recvbuf, root, algorithm)
+
+
+def _gather(comm, sendbuf, recvbuf, root, algorithm):
+    global _GA
+    p = _plan(comm)
+    if algorithm is not None:
+        return p.algorithm("gather", algorithm)(sendbuf, recvbuf, root)
+    if sendbuf.__class__ is _ndarray:
+        f = p.gather[sendbuf.nbytes.bit_length()]
+        _GA = (comm, sendbuf, f)
+    else:
+        f = p.gather[_nbytes(sendbuf, recvbuf, p.size).bit_length()]
+    return f(sendbuf, recvbuf, root)
 
 
 def alltoall(comm, sendbuf, recvbuf, algorithm: str | None = None) -> None:
     """Tuned ``comm.Alltoall(sendbuf, recvbuf)`` (bucket = per-peer block); ``algorithm=``
     forces one."""
-    L = _L_ALLTOALL
-    if comm is L[0] and sendbuf.__class__ is _ndarray and algorithm is None:
-        return L[1][0][(sendbuf.nbytes // L[1][1]).bit_length()](sendbuf, recvbuf)
-    try:
-        p = _PLANS[comm.handle]
-    except (AttributeError, KeyError):
-        p = _plan(comm)
-    if algorithm is None:
-        L[0], L[1] = comm, (p.alltoall, p.size)
-        try:
-            n = sendbuf.nbytes // p.size
-        except AttributeError:
-            n = _nbytes(sendbuf, recvbuf, p.size)
-            if sendbuf is not MPI.IN_PLACE:
-                n //= p.size
-        return p.alltoall[n.bit_length()](sendbuf, recvbuf)
-    return p.algorithm("alltoall", algorithm)(sendbuf, recvbuf)
+    k, b, f = _A2A
+    if sendbuf is b and comm is k and algorithm is None:
+        return f(sendbuf, recvbuf)
+    return _alltoall(comm, sendbuf, recvbuf, algorithm)
+
+
+def _alltoall(comm, sendbuf, recvbuf, algorithm):
+    global _A2A
+    p = _plan(comm)
+    if algorithm is not None:
+        return p.algorithm("alltoall", algorithm)(sendbuf, recvbuf)
+    if sendbuf.__class__ is _ndarray:
+        f = p.alltoall[(sendbuf.nbytes // p.size).bit_length()]
+        _A2A = (comm, sendbuf, f)
+    else:
+        n = _nbytes(sendbuf, recvbuf, p.size)
+        if sendbuf is not MPI.IN_PLACE:
+            n //= p.size
+        f = p.alltoall[n.bit_length()]
+    return f(sendbuf, recvbuf)
 
 
 def bcast(comm, buf, root: int = 0, algorithm: str | None = None) -> None:
     """Tuned ``comm.Bcast(buf, root)``; ``algorithm=`` forces one."""
-    L = _L_BCAST
-    if comm is L[0] and buf.__class__ is _ndarray and algorithm is None:
-        return L[1][buf.nbytes.bit_length()](buf, root)
-    try:
-        p = _PLANS[comm.handle]
-    except (AttributeError, KeyError):
-        p = _plan(comm)
-    if algorithm is None:
-        try:
-            n = buf.nbytes
-        except AttributeError:
-            n = _nbytes(buf, None, 1)
-        L[0], L[1] = comm, p.bcast
-        return p.bcast[n.bit_length()](buf, root)
-    return p.algorithm("bcast", algorithm)(buf, root)
+    k, b, f = _BC
+    if buf is b and comm is k and algorithm is None:
+        return f(buf, root)
+    return _bcast(comm, buf, root, algorithm)
+
+
+def _bcast(comm, buf, root, algorithm):
+    global _BC
+    p = _plan(comm)
+    if algorithm is not None:
+        return p.algorithm("bcast", algorithm)(buf, root)
+    if buf.__class__ is _ndarray:
+        f = p.bcast[buf.nbytes.bit_length()]
+        _BC = (comm, buf, f)
+    else:
+        f = p.bcast[_nbytes(buf, None, 1).bit_length()]
+    return f(buf, root)
 
 
 def allreduce(comm, sendbuf, recvbuf, op=MPI.SUM, algorithm: str | None = None) -> None:
-    """Tuned ``comm.Allreduce(sendbuf, recvbuf, op)``; ``algorithm=`` forces one. The pyfw
-    algorithms serve predefined ops on numpy arrays; other ops always go native."""
-    L = _L_ALLREDUCE
-    if comm is L[0] and recvbuf.__class__ is _ndarray and algorithm is None:
-        fn = L[1][recvbuf.nbytes.bit_length()]
-    else:
-        try:
-            p = _PLANS[comm.handle]
-        except (AttributeError, KeyError):
-            p = _plan(comm)
-        if algorithm is not None:
-            return p.algorithm("allreduce", algorithm)(sendbuf, recvbuf, op)
-        L[0], L[1] = comm, p.allreduce
-        fn = p.allreduce[_nbytes(recvbuf, None, 1).bit_length()]
-    if fn.__class__ is _partial and not _predefined(op):
-        fn = _native_of(comm).Allreduce
-    return fn(sendbuf, recvbuf, op)
+    """Tuned ``comm.Allreduce(sendbuf, recvbuf, op)``; ``algorithm=`` forces one (bucket =
+    the receive buffer's size). The pyfw algorithms serve predefined ops on numpy arrays;
+    other ops always go native."""
+    k, b, o, f = _AR
+    if recvbuf is b and comm is k and op is o and algorithm is None:
+        return f(sendbuf, recvbuf, op)
+    return _allreduce(comm, sendbuf, recvbuf, op, algorithm)
+
+
+def _allreduce(comm, sendbuf, recvbuf, op, algorithm):
+    global _AR
+    p = _plan(comm)
+    if algorithm is not None:
+        return p.algorithm("allreduce", algorithm)(sendbuf, recvbuf, op)
+    nd = recvbuf.__class__ is _ndarray
+    f = p.allreduce[(recvbuf.nbytes if nd else _nbytes(recvbuf, None, 1)).bit_length()]
+    if f.__class__ is _partial and not (nd and _predefined(op)):
+        f = p.comm.Allreduce
+    if nd:
+        _AR = (comm, recvbuf, op, f)
+    return f(sendbuf, recvbuf, op)
 
 
 def reduce(comm, sendbuf, recvbuf, op=MPI.SUM, root: int = 0,
            algorithm: str | None = None) -> None:
     """Tuned ``comm.Reduce(sendbuf, recvbuf, op, root)``; ``algorithm=`` forces one (bucket =
     the send buffer's size, ``recvbuf``'s at an IN_PLACE root)."""
-    L = _L_REDUCE
-    if comm is L[0] and sendbuf.__class__ is _ndarray and algorithm is None:
-        fn = L[1][sendbuf.nbytes.bit_length()]
-    else:
-        try:
-            p = _PLANS[comm.handle]
-        except (AttributeError, KeyError):
-            p = _plan(comm)
-        if algorithm is not None:
-            return p.algorithm("reduce", algorithm)(sendbuf, recvbuf, op, root)
-        L[0], L[1] = comm, p.reduce
-        fn = p.reduce[_nbytes(sendbuf, recvbuf, 1).bit_length()]
-    if fn.__class__ is _partial and not _predefined(op):
-        fn = _native_of(comm).Reduce
-    return fn(sendbuf, recvbuf, op, root)
+    k, b, o, f = _RD
+    if sendbuf is b and comm is k and op is o and algorithm is None:
+        return f(sendbuf, recvbuf, op, root)
+    return _reduce(comm, sendbuf, recvbuf, op, root, algorithm)
 
 
-def _native_of(comm):
-    return raw(comm)
+def _reduce(comm, sendbuf, recvbuf, op, root, algorithm):
+    global _RD
+    p = _plan(comm)
+    if algorithm is not None:
+        return p.algorithm("reduce", algorithm)(sendbuf, recvbuf, op, root)
+    nd = sendbuf.__class__ is _ndarray
+    f = p.reduce[(sendbuf.nbytes if nd else _nbytes(sendbuf, recvbuf, 1)).bit_length()]
+    if f.__class__ is _partial and not (nd and _predefined(op)):
+        f = p.comm.Reduce
+    if nd:
+        _RD = (comm, sendbuf, op, f)
+    return f(sendbuf, recvbuf, op, root)
 
 
 def _predefined(op) -> bool:

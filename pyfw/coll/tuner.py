@@ -1,24 +1,28 @@
 """Auto-tuner: measure every algorithm (native MPI included), store a decision table, decide.
 
-Measurement (OSU style): per (collective, size, algorithm) a timed warm-up call sets the
-iteration count from a time budget; then warm-up iterations, then timed iterations each
-preceded by a barrier (outside the timed region). A point's value is the **median** over this
-rank's iterations, then the **maximum over ranks** (a collective costs its slowest rank).
-Algorithms are interleaved in ``rounds`` (rotated order) and the table keeps the median over
-rounds with its min–max spread, so native and pyfw are compared in the same run.
+Measurement (OSU style, paired): per (collective, size) all candidate algorithms, native
+included, run **interleaved**: every iteration calls each once, in a rotating order, with a
+barrier before each call (outside the timer), so drift and other jobs hit them alike
+(:func:`measure_interleaved`). The iterations form ``rounds``; per round and algorithm the
+value is the median over this rank's iterations, then the **maximum over ranks** (a
+collective costs its slowest rank). The table keeps per point the per-round values, their
+median and min–max.
 
 Table: one JSON file per machine and layout in :func:`cache_dir` (``$PYFW_COLL_CACHE``, else
 ``$XDG_CACHE_HOME/pyfw/coll`` or ``~/.cache/pyfw/coll``), named ``coll-<key>.json`` where the
 key hashes the host names, CPU models and counts, the communicator size and the rank-to-node
-map. It holds per collective the measured sizes, medians, spreads and a Hockney fit
-``t(n) = α + n/B`` per algorithm. A table written for another MPI library version or table
-schema is stale. Missing or stale: the dispatch uses native MPI and rank 0 prints one line.
+map. It holds per collective the measured sizes, per-round times, medians, spreads and a
+Hockney fit ``t(n) = α + n/B`` per algorithm, and the per-link latency/bandwidth measured at
+tuning time (``links``). A table written for another MPI library version or table schema is
+stale. Missing or stale: the dispatch uses native MPI and rank 0 prints one line.
 
-Decision per size bucket (bucket k = messages of ``[2^(k-1), 2^k)`` bytes, bucket 0 = 0 B):
-the fastest measured algorithm of the largest measured size in the bucket, else the fastest
-Hockney prediction at the bucket's middle; a pyfw algorithm replaces native only if it is
-faster by more than the margin (``$PYFW_COLL_MARGIN``, default 0.10) and its slowest round
-still beats native's median, because a tie costs Python time and noise.
+Decision per size bucket (bucket k = messages of ``[2^(k-1), 2^k)`` bytes, bucket 0 = 0 B),
+:func:`decide_entry`: a pyfw algorithm replaces native only if it beats native by more than
+the margin (``$PYFW_COLL_MARGIN``, default 0.10) and by more than the noise (the spread of
+its paired per-round ratios to native), and in every round; unmeasured buckets use the
+Hockney predictions, only inside a measured regime of the same algorithm. Given the link
+monitor's current per-link forecasts, every algorithm's time is shifted by the modelled
+change of its message schedule's cost since tuning (:mod:`pyfw.coll.model`).
 """
 from __future__ import annotations
 
@@ -36,10 +40,10 @@ import mpi4py
 from ._util import raw
 
 __all__ = ["SCHEMA", "cache_dir", "layout", "table_path", "load_table", "save_table",
-           "decisions", "hockney_fit", "predict", "measure", "tune", "buffers",
-           "DEFAULT_SIZES"]
+           "decisions", "decide_entry", "hockney_fit", "predict", "measure",
+           "measure_interleaved", "tune", "tune_links", "buffers", "DEFAULT_SIZES"]
 
-SCHEMA = 1
+SCHEMA = 2  # 2: interleaved rounds and tuning-time links
 DEFAULT_MARGIN = 0.10
 #: per-rank block sizes (bytes) measured by default: 0 and powers of 4 up to 1 MiB
 DEFAULT_SIZES = [0] + [4 ** i for i in range(11)]
@@ -167,45 +171,108 @@ def predict(fit, n: float) -> float:
     return fit[0] + fit[1] * n
 
 
-def decide_entry(entry: dict, margin: float) -> list[str]:
-    """Algorithm name per bucket (``NBUCKETS`` of them) for one collective's table entry."""
+def _round_ratios(entry: dict, alg: str, i: int, d_alg: float = 0.0,
+                  d_nat: float = 0.0) -> list[float]:
+    """Paired per-round ratios alg / native at measured size index ``i`` (the rounds are
+    interleaved, so both saw the same machine state), shifted by modelled link deltas."""
+    rounds = entry.get("rounds")
+    if not rounds or alg not in rounds or "native" not in rounds:
+        return []
+    ta, tn = rounds[alg][i], rounds["native"][i]
+    return [(x + d_alg) / (y + d_nat) for x, y in zip(ta, tn) if y + d_nat > 0]
+
+
+def decide_entry(entry: dict, margin: float, coll: str | None = None, p: int | None = None,
+                 links=None) -> list[str]:
+    """Algorithm name per bucket (``NBUCKETS`` of them) for one collective's table entry.
+
+    Measured bucket (the largest measured size in it): the fastest median; a pyfw algorithm
+    replaces native only if it is faster by more than ``margin`` *and* by more than the
+    noise, i.e. the spread of its paired per-round ratios to native, and its worst round
+    still beats native (tables without rounds: its slowest round beats native's median).
+    Unmeasured bucket: the fastest Hockney prediction at the bucket's middle, with the same
+    margin, and only inside a regime: the nearest measured buckets on each side chose the
+    same algorithm (beyond the last one, that one). Otherwise native.
+
+    ``links``: ``(then, now)`` link matrices (each ``(latency, bandwidth)``); every time gets
+    the modelled change of its algorithm between them (:func:`pyfw.coll.model.delta`).
+    """
     sizes = entry["sizes"]
     med = entry["median"]
     algs = [a for a in med if a == "native" or a in entry.get("known", med)]
     by_bucket: dict[int, int] = {}
     for i, s in enumerate(sizes):
         by_bucket[int(s).bit_length()] = i  # sizes ascending: keeps the largest
-    out = []
-    for k in range(NBUCKETS):
-        worst = None
-        if k in by_bucket:
-            i = by_bucket[k]
-            t = {a: med[a][i] for a in algs}
-            if "max" in entry:
-                worst = {a: entry["max"][a][i] for a in algs}
-        else:
-            mid = 0.0 if k == 0 else 0.75 * 2.0 ** k
-            t = {a: predict(entry["fit"][a], mid) for a in algs}
+
+    def shift(a, n):
+        if links is None or coll is None or not p:
+            return 0.0
+        from .model import delta
+        return delta(coll, a, p, n, links[0], links[1], entry.get("node_of"))
+
+    out: list = [None] * NBUCKETS
+    for k, i in by_bucket.items():
+        n = sizes[i]
+        d = {a: shift(a, n) for a in algs}
+        t = {a: med[a][i] + d[a] for a in algs}
         best = min(t, key=lambda a: (t[a], a != "native"))
         if best != "native" and "native" in t:
-            # a win must clear the margin, and even the slowest round must beat native
-            if not t[best] < (1.0 - margin) * t["native"] or (
-                    worst is not None and not worst[best] < t["native"]):
+            ratios = _round_ratios(entry, best, i, d[best], d["native"])
+            if ratios:
+                noise = max(ratios) - min(ratios)
+                ok = (t[best] < (1.0 - max(margin, noise)) * t["native"]
+                      and max(ratios) < 1.0)
+            else:
+                ok = t[best] < (1.0 - margin) * t["native"]
+                if ok and "max" in entry:
+                    ok = entry["max"][best][i] + d[best] < t["native"]
+            if not ok:
                 best = "native"
-        out.append(best)
+        out[k] = best
+    measured = sorted(by_bucket)
+    for k in range(NBUCKETS):
+        if out[k] is not None:
+            continue
+        mid = 0.0 if k == 0 else 0.75 * 2.0 ** k
+        t = {a: predict(entry["fit"][a], mid) + shift(a, mid) for a in algs}
+        best = min(t, key=lambda a: (t[a], a != "native"))
+        if best != "native" and "native" in t:
+            lo = [out[j] for j in measured if j < k][-1:]
+            hi = [out[j] for j in measured if j > k][:1]
+            if not t[best] < (1.0 - margin) * t["native"] or any(x != best for x in lo + hi) \
+                    or not (lo or hi):
+                best = "native"
+        out[k] = best
     return out
 
 
-def decisions(table: dict, size: int | None = None) -> dict[str, list[str]]:
-    """Per collective, the algorithm name for each size bucket."""
+def decisions(table: dict, size: int | None = None, links=None) -> dict[str, list[str]]:
+    """Per collective, the algorithm name for each size bucket. ``links``: the current
+    ``(latency, bandwidth)`` matrices (e.g. the link monitor's forecasts): each algorithm's
+    times are shifted by the modelled change from the table's links at tuning time."""
     from .dispatch import ALGORITHMS
     margin = float(table.get("margin", DEFAULT_MARGIN))
+    p = size or table.get("layout", {}).get("size")
+    pair = None
+    if links is not None and p:
+        from .model import links_from, uniform_links
+        now = links_from(links, p)
+        then = table.get("links")
+        if then is not None:
+            then = links_from((then["latency"], then["bandwidth"]), p)
+        else:  # no links recorded: assume a uniform network like the current median link
+            off = ~np.eye(p, dtype=bool)
+            then = uniform_links(p, float(np.median(now[0][off])),
+                                 float(np.median(now[1][off])))
+        pair = (then, now)
+    node_of = table.get("layout", {}).get("node_of")
     out = {}
     for coll, entry in table.get("collectives", {}).items():
         if coll not in ALGORITHMS:
             continue
-        entry = dict(entry, known=[a for a in entry["median"] if a in ALGORITHMS[coll]])
-        out[coll] = decide_entry(entry, margin)
+        entry = dict(entry, known=[a for a in entry["median"] if a in ALGORITHMS[coll]],
+                     node_of=node_of)
+        out[coll] = decide_entry(entry, margin, coll, p, pair)
     return out
 
 
@@ -233,24 +300,69 @@ def measure(comm, fn, args, budget: float = 0.02, min_iters: int = 5,
             max_iters: int = 1000) -> float:
     """OSU-style time of one collective call (seconds): median over this rank's timed
     iterations (barrier before each), maximum over ranks. Collective over ``comm``."""
+    return measure_interleaved(comm, {"x": fn}, args, budget, 1, min_iters, max_iters)["x"][0]
+
+
+def measure_interleaved(comm, fns: dict, args, budget: float = 0.02, rounds: int = 3,
+                        min_iters: int = 5, max_iters: int = 1000) -> dict[str, list[float]]:
+    """Times of several ways of doing one collective call, interleaved so that drift and
+    other jobs on the machine hit them all alike (collective over ``comm``).
+
+    Each iteration calls every function once, in an order rotated by one per iteration,
+    with a barrier before each call (outside the timer). Iterations are split in ``rounds``;
+    per round and function the value is the median over this rank's iterations, then the
+    maximum over ranks. Returns ``{name: [value per round]}``. ``budget`` (seconds) bounds
+    one round of all functions together; ``min_iters``..``max_iters`` iterations per round.
+    """
     c = raw(comm)
-    c.Barrier()
-    t0 = time.perf_counter()
-    fn(*args)
-    first = c.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-    iters = int(min(max_iters, max(min_iters, budget / max(first, 1e-7))))
-    warm = max(1, iters // 10)
-    for _ in range(warm):
-        c.Barrier()
-        fn(*args)
-    ts = np.empty(iters)
+    names = list(fns)
+    calls = [fns[n] for n in names]
     pc = time.perf_counter
-    for i in range(iters):
+    first = []
+    for f in calls:  # warm-up and calibration (lazy set-up happens here, collectively)
         c.Barrier()
         t0 = pc()
-        fn(*args)
-        ts[i] = pc() - t0
-    return c.allreduce(float(np.median(ts)), op=MPI.MAX)
+        f(*args)
+        first.append(pc() - t0)
+    first = c.allreduce(sum(first), op=MPI.MAX)
+    iters = int(min(max_iters, max(min_iters, budget / max(first, 1e-7))))
+    m = len(calls)
+    for j in range(max(1, iters // 10)):
+        for f in calls:
+            c.Barrier()
+            f(*args)
+    ts = np.empty((rounds, iters, m))
+    barrier = c.Barrier
+    for rd in range(rounds):
+        row = ts[rd]
+        for it in range(iters):
+            off = (it + rd) % m
+            for j in range(m):
+                jj = (off + j) % m
+                f = calls[jj]
+                barrier()
+                t0 = pc()
+                f(*args)
+                row[it, jj] = pc() - t0
+    local = np.median(ts, axis=1)  # (rounds, m)
+    glob = np.empty_like(local)
+    c.Allreduce(local, glob, op=MPI.MAX)
+    return {n: [float(x) for x in glob[:, j]] for j, n in enumerate(names)}
+
+
+def tune_links(comm):
+    """Per-link ``(latency, bandwidth)`` at tuning time from a quick ping-pong of every pair
+    (:func:`pyfw.monitor.probe_pairs`); ``None`` if it fails. Collective."""
+    try:
+        from ..monitor import probe_pairs
+        m = probe_pairs(comm, sizes=(8, 65536), reps=5, method="median", iters=4)
+    except Exception:  # noqa: BLE001 -- the table is still useful without links
+        return None
+    return {"latency": _jsonable(m.alpha), "bandwidth": _jsonable(m.bandwidth)}
+
+
+def _jsonable(a) -> list:
+    return [[(float(x) if np.isfinite(x) else None) for x in row] for row in np.asarray(a)]
 
 
 def candidates(plan, coll: str) -> list[str]:
@@ -279,27 +391,32 @@ def tune(comm, collectives=None, sizes=None, rounds: int = 3, budget: float = 0.
     colls = list(collectives or COLLECTIVES)
     table = {"schema": SCHEMA, "library": library(), "layout": plan.layout,
              "created": time.strftime("%Y-%m-%d %H:%M:%S"), "margin": DEFAULT_MARGIN,
-             "method": {"rounds": rounds, "budget_s": budget, "stat": "median over iterations,"
-                        " max over ranks, median over rounds"},
+             "method": {"rounds": rounds, "budget_s": budget, "stat": "all candidates interleaved per"
+                        " iteration; median over iterations, max over ranks, median over"
+                        " rounds"},
              "collectives": {}}
     try:
+        if p > 1:
+            table["links"] = tune_links(c)
         for coll in colls:
             names = candidates(plan, coll)
             if algorithms and coll in algorithms:
                 names = ["native"] + [a for a in algorithms[coll] if a in names and
                                       a != "native"]
-            vals = {a: [[] for _ in sizes] for a in names}
+            vals = {}
             t0 = time.time()
             for i, b in enumerate(sizes):
                 args = buffers(coll, b, p, r)
-                for rd in range(rounds):
-                    k = rd % len(names)
-                    for a in names[k:] + names[:k]:
-                        vals[a][i].append(measure(c, plan.algorithm(coll, a), args, budget))
+                fns = {a: plan.algorithm(coll, a) for a in names}
+                # all candidates interleaved per iteration: a paired comparison with native
+                got = measure_interleaved(c, fns, args, budget * len(names), rounds)
+                for a in names:
+                    vals.setdefault(a, []).append(got[a])
             med = {a: [float(np.median(v)) for v in vals[a]] for a in names}
             entry = {"sizes": sizes, "median": med,
                      "min": {a: [float(min(v)) for v in vals[a]] for a in names},
                      "max": {a: [float(max(v)) for v in vals[a]] for a in names},
+                     "rounds": vals,
                      "fit": {a: list(hockney_fit(sizes, med[a])) for a in names}}
             table["collectives"][coll] = entry
             if log and r == 0:
