@@ -4,18 +4,26 @@
 
 1. tunes (``pyfw.coll.tuner.tune``: sizes 0 and powers of 4, into a private cache directory),
 2. then measures, per collective and size (0 and powers of 2 up to 1 MiB, so half the sizes
-   were never measured by the tuner and go through its Hockney predictions): native MPI,
-   every pyfw algorithm, the tuned dispatch ``pyfw.coll.<coll>(comm, ...)`` and, for the
-   all-gather, the zero-copy SMP view; interleaved in rounds (rotated order), each point
-   the median over timed iterations (barrier before each call, outside the timer), max over
-   ranks, then median over rounds with the min-max spread;
-3. measures the per-call Python overhead of the dispatch on ``COMM_SELF`` (no communication:
-   tight loops of ``comm.Allgather`` vs ``pyfw.coll.allgather`` choosing native).
+   were never measured by the tuner and go through its Hockney predictions), two passes,
+   each with its variants **interleaved per iteration** (rotating order, a barrier before
+   every call, outside the timer), so drift and the other jobs on the machine hit them alike:
 
-Writes ``benchmarks/results/coll_osu.json`` and ``coll_osu_<collective>.png`` (time and ratio
-to native per size, one column per rank count) and prints the summary: worst tuned/native
-ratio, every point where the dispatch is > 5 % slower than native, and every regime where a
-pyfw algorithm beats native by more than 5 %.
+   a. paired: native mpi4py ``c.Allgather(s, r)``, the tuned dispatch
+      ``coll.allgather(c, s, r)`` and ``coll.bind(c).Allgather(s, r)``, each wrapped in one
+      lambda frame, on the same buffers; per round the median over iterations, max over
+      ranks; the verdict is the per-round ratio to native, median and min–max over rounds;
+   b. every algorithm, native included, and for the all-gather the zero-copy SMP view;
+
+3. measures the per-call overhead the dispatch adds on ``COMM_SELF`` (no communication:
+   loops of 10^5 native vs dispatch calls choosing native, interleaved, in ns), on the hot
+   path (same buffers) and with a new buffer on every call.
+
+Writes ``benchmarks/results/coll_osu.json`` and ``coll_osu_<collective>.png`` (times, ratio
+to native per algorithm, and the paired dispatch/native ratio with its spread, one column per
+rank count) and prints the summary: per-call overhead, worst dispatch/native ratio, every
+point where the dispatch is > 5 % slower than native, the sizes where the table picks a pyfw
+algorithm, and every regime where a pyfw algorithm beats native by more than 5 % in every
+round. Run it under ``flock /tmp/pyfw-bench.lock`` on a shared machine.
 """
 from __future__ import annotations
 
@@ -36,6 +44,39 @@ DEFAULT_SIZES = [0] + [2 ** i for i in range(21)]
 
 
 # ----------------------------------------------------------------------- worker (under MPI)
+def user_calls(name: str, c, b) -> dict:
+    """The three ways user code calls one collective, each as one lambda frame around the
+    call as written in user code, so the comparison is symmetric: native mpi4py
+    (``c.Allgather(s, r)``), the tuned dispatch (``coll.allgather(c, s, r)``) and the bound
+    form (``b.Allgather(s, r)``). Same arguments (the same buffers) for all three."""
+    from pyfw import coll
+    if name == "allgather":
+        return {"native": lambda s, r: c.Allgather(s, r),
+                "tuned": lambda s, r: coll.allgather(c, s, r),
+                "bound": lambda s, r: b.Allgather(s, r)}
+    if name == "gather":
+        return {"native": lambda s, r, root: c.Gather(s, r, root),
+                "tuned": lambda s, r, root: coll.gather(c, s, r, root),
+                "bound": lambda s, r, root: b.Gather(s, r, root)}
+    if name == "alltoall":
+        return {"native": lambda s, r: c.Alltoall(s, r),
+                "tuned": lambda s, r: coll.alltoall(c, s, r),
+                "bound": lambda s, r: b.Alltoall(s, r)}
+    if name == "bcast":
+        return {"native": lambda s, root: c.Bcast(s, root),
+                "tuned": lambda s, root: coll.bcast(c, s, root),
+                "bound": lambda s, root: b.Bcast(s, root)}
+    if name == "allreduce":
+        return {"native": lambda s, r, op: c.Allreduce(s, r, op),
+                "tuned": lambda s, r, op: coll.allreduce(c, s, r, op),
+                "bound": lambda s, r, op: b.Allreduce(s, r, op)}
+    if name == "reduce":
+        return {"native": lambda s, r, op, root: c.Reduce(s, r, op, root),
+                "tuned": lambda s, r, op, root: coll.reduce(c, s, r, op, root),
+                "bound": lambda s, r, op, root: b.Reduce(s, r, op, root)}
+    raise ValueError(name)
+
+
 def worker(args) -> None:
     import numpy as np
     from mpi4py import MPI
@@ -55,37 +96,46 @@ def worker(args) -> None:
     tune_s = time.time() - t0
     c = comm.Dup()
     plan = coll.plan(c)  # loads the table just written
-    dispatch = {"allgather": coll.allgather, "gather": coll.gather, "alltoall": coll.alltoall,
-                "bcast": coll.bcast, "allreduce": coll.allreduce, "reduce": coll.reduce}
-    out = {"p": p, "tune_seconds": tune_s, "table": table, "collectives": {}}
+    bound = coll.bind(c)
+    out = {"p": p, "tune_seconds": tune_s, "table": table, "collectives": {},
+           "load_before": os.getloadavg()}
     for name in colls:
         algs = tuner.candidates(plan, name)
-        variants = algs + ["tuned", "bound"] + (["smp_view"] if name == "allgather" and p > 1
-                                                 else [])
-        bound = getattr(coll.bind(c), name.capitalize())
-        vals = {v: [[] for _ in args.sizes] for v in variants}
+        variants = algs + (["smp_view"] if name == "allgather" and p > 1 else [])
+        pair = {"ratio": [], "ratio_bound": []}
+        res = {"median": {}, "min": {}, "max": {}}
+        allv = {v: [] for v in variants}
         for i, b in enumerate(args.sizes):
             a = tuner.buffers(name, b, p, r)
+            # 1. native vs tuned vs bound, interleaved per iteration (paired)
+            got = tuner.measure_interleaved(c, user_calls(name, c, bound), a,
+                                            args.pair_budget, args.rounds, 20, 5000)
+            for v in ("native", "tuned", "bound"):
+                x = got[v]
+                for key, f in (("median", np.median), ("min", min), ("max", max)):
+                    res[key].setdefault(v, []).append(float(f(x)))
+            rt = [t / n for t, n in zip(got["tuned"], got["native"])]
+            rb = [t / n for t, n in zip(got["bound"], got["native"])]
+            pair["ratio"].append([float(np.median(rt)), float(min(rt)), float(max(rt))])
+            pair["ratio_bound"].append([float(np.median(rb)), float(min(rb)), float(max(rb))])
+            # 2. every algorithm (native included) interleaved per iteration
             fns = {v: plan.algorithm(name, v) for v in algs}
-            # native and tuned both behind one lambda layer, so the comparison is fair
-            fns["native"] = (lambda f: (lambda *x: f(*x)))(fns["native"])
-            fns["tuned"] = (lambda f: (lambda *x: f(c, *x)))(dispatch[name])
-            fns["bound"] = (lambda f: (lambda *x: f(*x)))(bound)
             if "smp_view" in variants:
                 view = plan._smp_object("direct").view
-                fns["smp_view"] = lambda s, rb: view(s)
-            for rd in range(args.rounds):
-                k = rd % len(variants)
-                for v in variants[k:] + variants[:k]:
-                    vals[v][i].append(tuner.measure(c, fns[v], a, args.budget))
-        out["collectives"][name] = {
-            "sizes": args.sizes,
-            "median": {v: [float(np.median(x)) for x in vals[v]] for v in variants},
-            "min": {v: [float(min(x)) for x in vals[v]] for v in variants},
-            "max": {v: [float(max(x)) for x in vals[v]] for v in variants},
-            "choice": [plan.choice[name][b.bit_length()] for b in args.sizes]}
+                fns["smp_view"] = lambda s, rb_: view(s)
+            got = tuner.measure_interleaved(c, fns, a, args.budget * len(fns), args.rounds)
+            for v in variants:
+                allv[v].append(got[v])
+        for v in variants:
+            name_v = v if v != "native" else "native_alg"
+            for key, f in (("median", np.median), ("min", min), ("max", max)):
+                res[key][name_v] = [float(f(x)) for x in allv[v]]
+        out["collectives"][name] = dict(
+            sizes=args.sizes, **res, paired=pair,
+            choice=[plan.choice[name][b.bit_length()] for b in args.sizes])
         if r == 0:
             print(f"coll_osu p={p}: {name} done", flush=True)
+    out["load_after"] = os.getloadavg()
     if r == 0:
         out["overhead"] = overhead(args.overhead_loops)
         with open(args.out, "w") as f:
@@ -95,8 +145,12 @@ def worker(args) -> None:
     c.Free()
 
 
-def overhead(loops: int) -> dict:
-    """Per-call cost (µs) of native vs dispatch on COMM_SELF: medians of 7 interleaved runs."""
+def overhead(loops: int, reps: int = 15) -> dict:
+    """Per-call cost (ns) pyfw adds to native mpi4py, on COMM_SELF (no communication), every
+    collective choosing native: ``loops`` calls per run, native and dispatch runs
+    interleaved ``reps`` times; medians and min–max of the per-call difference per rep.
+    ``hit``: the same buffers every call (the hot path); ``miss``: two buffers alternating,
+    so every call resolves the plan and the size bucket."""
     import numpy as np
     from mpi4py import MPI
 
@@ -104,24 +158,47 @@ def overhead(loops: int) -> dict:
     c = MPI.COMM_SELF.Dup()
     coll.plan(c, table={})  # no table: every bucket native
     s, rb = np.ones(8, np.uint8), np.empty(8, np.uint8)
+    s2 = np.ones(8, np.uint8)
+    S = MPI.SUM
     cases = {
-        "allgather": (lambda: c.Allgather(s, rb), lambda: coll.allgather(c, s, rb)),
-        "bcast": (lambda: c.Bcast(s, 0), lambda: coll.bcast(c, s, 0)),
-        "allreduce": (lambda: c.Allreduce(s, rb, MPI.SUM),
-                      lambda: coll.allreduce(c, s, rb, MPI.SUM)),
+        "allgather": (lambda: c.Allgather(s, rb), lambda: coll.allgather(c, s, rb),
+                      lambda x: coll.allgather(c, x, rb)),
+        "gather": (lambda: c.Gather(s, rb, 0), lambda: coll.gather(c, s, rb, 0),
+                   lambda x: coll.gather(c, x, rb, 0)),
+        "alltoall": (lambda: c.Alltoall(s, rb), lambda: coll.alltoall(c, s, rb),
+                     lambda x: coll.alltoall(c, x, rb)),
+        "bcast": (lambda: c.Bcast(s, 0), lambda: coll.bcast(c, s, 0),
+                  lambda x: coll.bcast(c, x, 0)),
+        "allreduce": (lambda: c.Allreduce(s, rb, S), lambda: coll.allreduce(c, s, rb, S),
+                      lambda x: coll.allreduce(c, rb, x, S)),
+        "reduce": (lambda: c.Reduce(s, rb, S, 0), lambda: coll.reduce(c, s, rb, S, 0),
+                   lambda x: coll.reduce(c, x, rb, S, 0)),
     }
     res = {}
     pc = time.perf_counter
-    for name, (nat, disp) in cases.items():
-        tn, td = [], []
-        for _ in range(7):
-            for f, acc in ((nat, tn), (disp, td)):
-                t0 = pc()
-                for _ in range(loops):
-                    f()
-                acc.append((pc() - t0) / loops * 1e6)
-        res[name] = {"native_us": float(np.median(tn)), "dispatch_us": float(np.median(td)),
-                     "overhead_us": float(np.median(td) - np.median(tn))}
+    for name, (nat, disp, miss) in cases.items():
+        tn, td, tm = [], [], []
+        for _ in range(reps):
+            t0 = pc()
+            for _ in range(loops):
+                nat()
+            tn.append((pc() - t0) / loops * 1e9)
+            t0 = pc()
+            for _ in range(loops):
+                disp()
+            td.append((pc() - t0) / loops * 1e9)
+            t0 = pc()
+            for _ in range(loops // 2):
+                miss(s)
+                miss(s2)
+            tm.append((pc() - t0) / (2 * (loops // 2)) * 1e9)
+        dh = [d - n for d, n in zip(td, tn)]
+        dm = [m - n for m, n in zip(tm, tn)]
+        res[name] = {"native_ns": float(np.median(tn)), "dispatch_ns": float(np.median(td)),
+                     "overhead_ns": float(np.median(dh)),
+                     "overhead_ns_minmax": [float(min(dh)), float(max(dh))],
+                     "miss_overhead_ns": float(np.median(dm)),
+                     "miss_overhead_ns_minmax": [float(min(dm)), float(max(dm))]}
     coll.plan(c).free()
     c.Free()
     return res
@@ -131,9 +208,12 @@ def overhead(loops: int) -> dict:
 def run_all(args) -> dict:
     from pyfw import launch
     merged = {"method": {"rounds": args.rounds, "budget_s": args.budget,
+                         "pair_budget_s": args.pair_budget,
                          "tune_rounds": args.tune_rounds, "sizes": args.sizes,
-                         "stat": "median over iterations (barrier before each), max over ranks,"
-                                 " median over interleaved rounds; min/max over rounds"},
+                         "stat": "variants interleaved per iteration (rotating order, barrier"
+                                 " before each call); per round: median over iterations, max"
+                                 " over ranks; tuned/native: median and min-max over rounds of"
+                                 " the paired per-round ratio"},
               "host": os.uname().nodename, "cpus": os.cpu_count(),
               "date": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -142,6 +222,7 @@ def run_all(args) -> dict:
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--out", out,
                    "--cache", os.path.join(tmp, "tables"), "--rounds", str(args.rounds),
                    "--tune-rounds", str(args.tune_rounds), "--budget", str(args.budget),
+                   "--pair-budget", str(args.pair_budget),
                    "--collectives", args.collectives, "--overhead-loops",
                    str(args.overhead_loops), "--sizes", ",".join(map(str, args.sizes))]
             t0 = time.time()
@@ -157,37 +238,48 @@ def run_all(args) -> dict:
 
 
 def analyse(data: dict, slow: float = 1.05, fast: float = 0.95) -> dict:
-    """Worst tuned/native ratio, points where tuned is slower than ``slow``·native, and
-    regimes (runs of consecutive sizes) where a pyfw algorithm is under ``fast``·native."""
-    report = {"tuned_vs_native": {}, "tuned_slow_points": [], "wins": [], "overhead": None}
+    """Worst paired tuned/native ratio, points where it exceeds ``slow``, and regimes (runs
+    of consecutive sizes) where a pyfw algorithm is under ``fast``·native (all-algorithms
+    pass, native measured in the same interleaved loop)."""
+    report = {"tuned_vs_native": {}, "tuned_slow_points": [], "wins": [], "overhead": None,
+              "chosen": []}
     for n, run in sorted(data["runs"].items(), key=lambda x: int(x[0])):
         if "overhead" in run:
             report["overhead"] = run["overhead"]
         for name, e in run["collectives"].items():
-            med, sizes = e["median"], e["sizes"]
-            nat = med["native"]
-            for form in ("tuned", "bound"):
-                ratios = [t / b if b > 0 else 1.0 for t, b in zip(med[form], nat)]
-                worst = max(range(len(sizes)), key=lambda i: ratios[i])
-                best = min(range(len(sizes)), key=lambda i: ratios[i])
+            sizes = e["sizes"]
+            for form, key in (("tuned", "ratio"), ("bound", "ratio_bound")):
+                rr = e["paired"][key]
+                med = [x[0] for x in rr]
+                worst = max(range(len(sizes)), key=lambda i: med[i])
+                best = min(range(len(sizes)), key=lambda i: med[i])
                 report["tuned_vs_native"][f"{name} p={n} {form}"] = {
-                    "worst_ratio": round(ratios[worst], 3), "at_size": sizes[worst],
-                    "best_ratio": round(ratios[best], 3), "at_size_best": sizes[best]}
+                    "worst_ratio": round(med[worst], 3), "at_size": sizes[worst],
+                    "worst_spread": [round(rr[worst][1], 3), round(rr[worst][2], 3)],
+                    "best_ratio": round(med[best], 3), "at_size_best": sizes[best],
+                    "choice_at_best": e["choice"][best]}
                 for i, s in enumerate(sizes):
-                    if ratios[i] > slow:
+                    if med[i] > slow:
                         report["tuned_slow_points"].append(
                             {"coll": name, "p": int(n), "form": form, "size": s,
-                             "ratio": round(ratios[i], 3), "choice": e["choice"][i],
-                             "native_us": round(nat[i] * 1e6, 2),
-                             "tuned_us": round(med[form][i] * 1e6, 2),
-                             "native_spread_us": [round(e["min"]["native"][i] * 1e6, 2),
-                                                  round(e["max"]["native"][i] * 1e6, 2)]})
-            for alg, t in med.items():
-                if alg in ("native", "tuned", "bound"):
+                             "ratio": round(med[i], 3),
+                             "ratio_spread": [round(rr[i][1], 3), round(rr[i][2], 3)],
+                             "choice": e["choice"][i],
+                             "native_us": round(e["median"]["native"][i] * 1e6, 2),
+                             "tuned_us": round(e["median"][form][i] * 1e6, 2)})
+            for i, s in enumerate(sizes):
+                if e["choice"][i] not in ("native", "empty"):
+                    report["chosen"].append({"coll": name, "p": int(n), "size": s,
+                                             "choice": e["choice"][i],
+                                             "ratio": round(e["paired"]["ratio"][i][0], 3)})
+            nat = e["median"]["native_alg"]
+            for alg, t in e["median"].items():
+                if alg in ("native", "tuned", "bound", "native_alg"):
                     continue
                 run_start = None
                 for i in range(len(sizes) + 1):
-                    win = i < len(sizes) and nat[i] > 0 and t[i] < fast * nat[i]
+                    win = i < len(sizes) and nat[i] > 0 and t[i] < fast * nat[i] and \
+                        e["max"][alg][i] < nat[i]
                     if win and run_start is None:
                         run_start = i
                     if not win and run_start is not None:
@@ -210,52 +302,70 @@ def plot(data: dict, outdir: str) -> list[str]:
     names = list(runs[0][1]["collectives"])
     paths = []
     for name in names:
-        fig, axes = plt.subplots(2, len(runs), figsize=(5.2 * len(runs), 7.5), squeeze=False,
+        fig, axes = plt.subplots(3, len(runs), figsize=(5.2 * len(runs), 10.5), squeeze=False,
                                  sharex=True)
         for j, (n, run) in enumerate(runs):
             e = run["collectives"][name]
             xs = [max(s, 0.5) for s in e["sizes"]]
-            nat = e["median"]["native"]
+            nat = e["median"]["native_alg"]
             for alg, t in e["median"].items():
-                style = {"native": dict(color="k", lw=2.5), "tuned": dict(color="r", lw=2,
-                                                                          ls="--"),
-                         "bound": dict(color="m", lw=2, ls=":")}.get(
-                    alg, dict(lw=1, alpha=0.8))
-                axes[0][j].plot(xs, [v * 1e6 for v in t], label=alg, **style)
-                axes[1][j].plot(xs, [v / b for v, b in zip(t, nat)], label=alg, **style)
-            lo = [v * 1e6 for v in e["min"]["native"]]
-            hi = [v * 1e6 for v in e["max"]["native"]]
+                if alg in ("tuned", "bound", "native"):
+                    continue
+                style = dict(color="k", lw=2.5) if alg == "native_alg" else dict(lw=1,
+                                                                                  alpha=0.8)
+                lab = "native" if alg == "native_alg" else alg
+                axes[0][j].plot(xs, [v * 1e6 for v in t], label=lab, **style)
+                axes[1][j].plot(xs, [v / b for v, b in zip(t, nat)], label=lab, **style)
+            lo = [v * 1e6 for v in e["min"]["native_alg"]]
+            hi = [v * 1e6 for v in e["max"]["native_alg"]]
             axes[0][j].fill_between(xs, lo, hi, color="k", alpha=0.15)
             axes[0][j].set(xscale="log", yscale="log", title=f"{name}, p={n}",
                            ylabel="time per call (µs)")
-            axes[1][j].set(xscale="log", yscale="log", ylabel="time / native",
-                           xlabel="message size (B; 0 B plotted at 0.5)")
-            axes[1][j].axhline(1.05, color="r", lw=0.8, ls=":")
+            axes[1][j].set(xscale="log", yscale="log", ylabel="time / native")
             axes[1][j].axhline(1.0, color="k", lw=0.8)
+            for key, lab, col in (("ratio", "tuned dispatch", "r"),
+                                  ("ratio_bound", "bind()", "m")):
+                rr = e["paired"][key]
+                axes[2][j].plot(xs, [x[0] for x in rr], color=col, lw=1.8, label=lab)
+                axes[2][j].fill_between(xs, [x[1] for x in rr], [x[2] for x in rr],
+                                        color=col, alpha=0.15)
+            axes[2][j].axhline(1.05, color="r", lw=0.8, ls=":")
+            axes[2][j].axhline(1.0, color="k", lw=0.8)
+            axes[2][j].set(xscale="log", ylabel="paired time / native (median, min-max)",
+                           xlabel="message size (B; 0 B plotted at 0.5)")
+            axes[2][j].legend(fontsize=7)
         axes[0][-1].legend(fontsize=7, loc="upper left")
         fig.tight_layout()
         path = os.path.join(outdir, f"coll_osu_{name}.png")
-        fig.savefig(path, dpi=90)
+        fig.savefig(path, dpi=80)
         plt.close(fig)
         paths.append(path)
     return paths
 
 
 def print_report(rep: dict) -> None:
-    print("\n== per-call overhead of the dispatch (COMM_SELF, 8 B, no communication) ==")
+    print("\n== per-call overhead pyfw adds (COMM_SELF, 8 B, native chosen, ns; median "
+          "[min-max] over interleaved runs) ==")
     for k, v in (rep["overhead"] or {}).items():
-        print(f"  {k:10s} native {v['native_us']:.3f} µs  dispatch {v['dispatch_us']:.3f} µs"
-              f"  overhead {v['overhead_us']:+.3f} µs")
-    print("\n== tuned (function) and bound (coll.bind) dispatch / native, worst and best ==")
+        print(f"  {k:10s} native {v['native_ns']:.0f} ns  dispatch {v['dispatch_ns']:.0f} ns"
+              f"  hot path +{v['overhead_ns']:.0f} [{v['overhead_ns_minmax'][0]:.0f}.."
+              f"{v['overhead_ns_minmax'][1]:.0f}]  new buffer each call "
+              f"+{v['miss_overhead_ns']:.0f} [{v['miss_overhead_ns_minmax'][0]:.0f}.."
+              f"{v['miss_overhead_ns_minmax'][1]:.0f}]")
+    print("\n== paired dispatch / native (median over rounds), worst and best ==")
     for k, v in rep["tuned_vs_native"].items():
-        print(f"  {k:22s} worst {v['worst_ratio']:.3f} at {v['at_size']} B, "
-              f"best {v['best_ratio']:.3f} at {v['at_size_best']} B")
+        print(f"  {k:22s} worst {v['worst_ratio']:.3f} {v['worst_spread']} at {v['at_size']} B,"
+              f" best {v['best_ratio']:.3f} at {v['at_size_best']} B ({v['choice_at_best']})")
     print(f"\n== points where the dispatch is > 5 % slower than native: "
           f"{len(rep['tuned_slow_points'])} ==")
     for s in rep["tuned_slow_points"]:
-        print(f"  {s['coll']} p={s['p']} {s['form']} {s['size']} B: x{s['ratio']} ({s['choice']}; native "
-              f"{s['native_us']} µs, spread {s['native_spread_us']}, tuned {s['tuned_us']} µs)")
-    print("\n== regimes where a pyfw algorithm beats native by > 5 % ==")
+        print(f"  {s['coll']} p={s['p']} {s['form']} {s['size']} B: x{s['ratio']} "
+              f"{s['ratio_spread']} ({s['choice']}; native {s['native_us']} µs, "
+              f"{s['form']} {s['tuned_us']} µs)")
+    print("\n== sizes where the tuned table picks a pyfw algorithm (paired ratio) ==")
+    for s in rep["chosen"]:
+        print(f"  {s['coll']} p={s['p']} {s['size']} B: {s['choice']} x{s['ratio']}")
+    print("\n== regimes where a pyfw algorithm beats native by > 5 % (every round) ==")
     for w in rep["wins"]:
         print(f"  {w['coll']} p={w['p']} {w['algorithm']}: {w['sizes'][0]}..{w['sizes'][1]} B,"
               f" speed-up median x{w['speedup_median']} max x{w['speedup_max']}")
@@ -266,9 +376,12 @@ def main() -> int:
     ap.add_argument("--ranks", default="2,3,4")
     ap.add_argument("--collectives", default="allgather,gather,alltoall,bcast,allreduce,reduce")
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--tune-rounds", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=0.01)
+    ap.add_argument("--budget", type=float, default=0.01,
+                    help="seconds per algorithm and round in the all-algorithms pass")
+    ap.add_argument("--pair-budget", type=float, default=0.04,
+                    help="seconds per round of the paired native/tuned/bound pass")
     ap.add_argument("--overhead-loops", type=int, default=100000)
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--out", default=None)
