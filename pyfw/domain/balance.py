@@ -9,9 +9,11 @@ value, sliding means/medians, exponential smoothing; the predictor with the lowe
 error wins). Speeds in cost per second do not depend on the cuts, so they stay valid across
 moves.
 
-Every ``every`` steps :meth:`Balancer.check` (collective) runs one :meth:`OnlineMonitor.sync`
--- a single ``allgather`` carrying the speed samples and the window's mean step times (and a
-link probe if one is due) -- reads the forecast speeds ``s_i``, proposes new cuts with
+Every ``every`` steps :meth:`Balancer.check` (collective) posts one monitor exchange
+(:meth:`OnlineMonitor.sync_start`: a single non-blocking ``allgather`` carrying the speed
+samples and the window's mean step times, plus a link probe if one is due) and ``lag`` steps
+later (default 2) completes it -- by then it has progressed inside the halo exchanges, so no
+rank waits for the slowest -- reads the forecast speeds ``s_i``, proposes new cuts with
 :func:`~pyfw.domain.partition.partition` and moves the boundaries only when
 
 * the time lost to imbalance since the last move, ``sum over steps of (t_max - t_mean)`` of the
@@ -41,13 +43,19 @@ class Balancer:
     ``every``: steps between checks; ``min_gain``: relative predicted gain needed to move;
     ``guess_bandwidth`` (bytes/s) and ``guess_latency`` (s): move-cost model until a move has
     been measured; ``monitor``: the online monitor to read speeds from (default: the
-    domain's, :attr:`SlabDomain.monitor`).
+    domain's, :attr:`SlabDomain.monitor`); ``lag``: steps between posting a window's
+    exchange and deciding on it (0: decide at once, blocking).
     """
 
     def __init__(self, domain, every: int = 20, min_gain: float = 0.10,
-                 guess_bandwidth: float = 1e9, guess_latency: float = 2e-3, monitor=None):
+                 guess_bandwidth: float = 1e9, guess_latency: float = 2e-3, monitor=None,
+                 lag: int = 2):
         if every < 1:
             raise ValueError("every must be >= 1")
+        if lag < 0:
+            raise ValueError("lag must be >= 0")
+        self.lag = min(int(lag), every - 1)
+        self._due = None
         self.dom = domain
         self.mon = monitor if monitor is not None else domain.monitor
         self.every = int(every)
@@ -85,14 +93,36 @@ class Balancer:
         return self.latency + moved * self.sec_per_byte
 
     def check(self, force: bool = False):
-        """Collective, every ``every`` recorded steps (no-op otherwise): decide and, if worth
-        it, repartition. Returns the new cuts when boundaries moved, else None."""
-        if not force and (self.steps == 0 or self.steps % self.every):
-            return None
-        d = self.dom
+        """Collective; call it after every :meth:`record`. Every ``every`` recorded steps it
+        posts the window's exchange (non-blocking); ``lag`` steps later it completes it,
+        decides and, if worth it, repartitions (all ranks at the same step). ``force=True``
+        exchanges, decides and moves now (blocking). Returns the new cuts when boundaries
+        moved, else None."""
+        if force:
+            self._due = None
+            return self._decide(self.mon.sync_finish(self._post()), True)
+        out = None
+        if self._due is not None and self.steps >= self._due[0]:
+            ticket = self._due[1]
+            self._due = None
+            out = self._decide(self.mon.sync_finish(ticket), False)
+        if self.steps and self.steps % self.every == 0:
+            ticket = self._post()
+            if self.lag == 0:
+                out = self._decide(self.mon.sync_finish(ticket), False)
+            else:
+                self._due = (self.steps + self.lag, ticket)
+        return out
+
+    def _post(self) -> int:
         w = [float(np.mean(self._window)) if self._window else 0.0, len(self._window)]
         self._window = []
-        allw = self.mon.sync(w)
+        return self.mon.sync_start(w)
+
+    def _decide(self, allw, force: bool):
+        d = self.dom
+        if allw.shape[1] < 2:
+            return None
         t = allw[:, 0]
         nsteps = float(allw[0, 1])
         speeds = self.mon.speeds()

@@ -30,7 +30,7 @@ from typing import Mapping
 import numpy as np
 
 __all__ = ["LinkShaper", "DeliveryShaper", "parse_links", "Slowdown", "hold", "spin",
-           "spin_work"]
+           "spin_cpu", "spin_work"]
 
 #: below this, :func:`hold` only spins; above, it sleeps all but this much, then spins.
 SPIN_TAIL = 1e-3
@@ -40,6 +40,14 @@ def spin(seconds: float) -> None:
     """Busy-wait ``seconds`` (holds the CPU)."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
+        pass
+
+
+def spin_cpu(seconds: float) -> None:
+    """Busy-wait until this thread has used ``seconds`` of CPU time (``time.thread_time``):
+    under contention it takes longer in wall time, like real work would."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
         pass
 
 
@@ -68,9 +76,13 @@ def spin_work(units: float, rate: float = 1e6) -> float:
 class Slowdown:
     """Make the code inside ``with Slowdown(factor):`` take ``factor`` times as long.
 
-    ``busy=True`` (default) spins for the padding, like a slower CPU; ``busy=False`` sleeps
-    (like a rank that is preempted). ``factor`` must be >= 1; 1 is a no-op. ``padded`` sums the
-    seconds added so far.
+    ``busy=True`` (default) behaves like a slower CPU: the block's *CPU* time ``c`` is
+    measured and another ``(factor - 1) * c`` of CPU time is burnt, so the rank needs
+    ``factor`` times the CPU of a normal one. Measuring CPU rather than wall time keeps the
+    factor exact on a loaded machine: a pre-emption inside the block is not multiplied by
+    ``factor`` (with wall time it was, and a 2x rank sharing its core looked 4x slower).
+    ``busy=False`` sleeps ``(factor - 1)`` times the block's wall time (like a rank that is
+    pre-empted). ``factor`` must be >= 1; 1 is a no-op. ``padded`` sums the seconds added.
     """
 
     def __init__(self, factor: float = 1.0, busy: bool = True):
@@ -81,14 +93,18 @@ class Slowdown:
         self._t0 = 0.0
 
     def __enter__(self) -> "Slowdown":
-        self._t0 = time.perf_counter()
+        self._t0 = time.thread_time() if self.busy else time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
         if self.factor == 1.0:
             return
-        pad = (self.factor - 1.0) * (time.perf_counter() - self._t0)
-        (spin if self.busy else hold)(pad)
+        if self.busy:
+            pad = (self.factor - 1.0) * (time.thread_time() - self._t0)
+            spin_cpu(pad)
+        else:
+            pad = (self.factor - 1.0) * (time.perf_counter() - self._t0)
+            hold(pad)
         self.padded += pad
 
     def run(self, fn, *args, **kwargs):

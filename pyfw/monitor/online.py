@@ -6,15 +6,22 @@ One :class:`OnlineMonitor` per job is meant to be shared by everything that read
 Feeding it (every rank):
 
 * ``mon.record(work, seconds)`` -- local, O(1): this rank did ``work`` units (e.g. the plane
-  cost of its slab) in ``seconds`` of *compute* time (never waits). Summed until the next
-  exchange, where total work / total seconds becomes one speed sample of this rank.
+  cost of its slab) in ``seconds`` of *compute* time (never waits). At the next exchange the
+  **median** of the rates ``work / seconds`` recorded since the previous one becomes one speed
+  sample of this rank: a step during which the rank was pre-empted (another process took
+  the core for a moment) does not drag the sample, a rank that is slower on most steps
+  does.
 * ``mon.step(work=None, seconds=None)`` -- ``record`` plus a step count; collective on the
   steps where a link probe is due (the same steps on every rank).
 * ``mon.sync(extra)`` -- collective now: one small ``allgather`` of every rank's record
   (speed sample, plus ``extra`` numbers of the caller: the balancer ships its window times in
   the same message). A link probe that would fall due within the next half interval is
   **piggybacked** on it, so a client that synchronises anyway (the balancer) pays no extra
-  collective for the link monitor.
+  collective for the link monitor. ``sync_start(extra)`` / ``sync_finish()`` split it: the
+  allgather is a native non-blocking ``Iallgather`` posted at one step and completed a step
+  or two later (the balancer does this), so no rank stands still waiting for the slowest --
+  on a loaded, oversubscribed node that wait, not the bytes, was most of the monitor's cost.
+  (It is native rather than the tuned :mod:`pyfw.coll` dispatch because it must not block.)
 
 On a probe it runs **one round** of the round-robin tournament (disjoint pairs, rotating
 through the rounds, so every link is visited every p-1 or p probes): a short ping-pong at a
@@ -57,14 +64,15 @@ import time
 
 import numpy as np
 
-from .. import coll
+from ..comm import Backoff
+from ..errors import CommTimeout
 from .forecast import LinkForecast, RankSpeedForecast
 from .probes import _mpi, _pair, round_robin
 from .stats import hockney_fit, summarize
 
 __all__ = ["OnlineMonitor"]
 
-_NREC = 8  # peer, alpha, bandwidth, last exchange cost, step seconds, work, seconds, probed
+_NREC = 8  # peer, alpha, bandwidth, last exchange cost, step seconds, speed, records, probed
 
 
 class OnlineMonitor:
@@ -104,42 +112,80 @@ class OnlineMonitor:
         self.seconds = 0.0          # time spent inside the monitor on this rank
         self.probe_seconds = 0.0    # kept for compatibility: same as ``seconds``
         self._last_cost = 0.0       # this rank's cost of the previous exchange
+        self._post_cost = 0.0
+        self._pending = []          # posted: (request, buffer, probe, step, ticket)
+        self._ticket = 0
         self.t_start = time.perf_counter()
         self._t_mark, self._steps_mark = self.t_start, 0
-        self._work = self._work_seconds = 0.0
+        self._rates: list[float] = []   # this rank's work/seconds per record since the last post
 
     # --------------------------------------------------------------- feeding
     def record(self, work: float, seconds: float) -> None:
-        """Local and O(1): ``work`` units done in ``seconds`` of compute time on this rank."""
+        """Local and O(1): ``work`` units done in ``seconds`` of compute time on this rank
+        (one step, or any piece of work; the median rate per exchange is the sample)."""
         if seconds > 0 and work >= 0:
-            self._work += work
-            self._work_seconds += seconds
+            self._rates.append(work / seconds)
 
     def step(self, work: float | None = None, seconds: float | None = None) -> bool:
         """Count a step (collective on probe steps); probe if due. ``work`` done in
-        ``seconds`` is recorded (see :meth:`record`). Returns True if it probed."""
+        ``seconds`` is recorded (see :meth:`record`). Returns True if it probed.
+
+        The probe's results travel in a non-blocking allgather completed at the next call,
+        so no rank waits for the others to reach the probe step (only the two ranks of a
+        probed pair meet)."""
         if work is not None and seconds is not None:
             self.record(work, seconds)
         self.steps += 1
+        if self._pending and self._pending[0][2] and self.steps > self._pending[0][3]:
+            self._complete(1)
         if self.steps < self.next_probe:
             return False
-        self._exchange(True, None)
+        self._post(True, None)
+        self.next_probe = math.inf   # set again when the exchange completes
         return True
 
     def sync(self, extra=None) -> np.ndarray:
-        """Collective: share every rank's speed sample (and ``extra``, a short sequence of
-        floats, the same length on every rank) now. A link probe due within the next half
-        interval rides along. Returns the gathered ``extra`` as a ``(size, len(extra))``
-        array (empty columns if none)."""
-        probe = self.links_on and self.steps + max(1, self.every // 2) >= self.next_probe
-        return self._exchange(probe, extra)
+        """Collective, blocking: share every rank's speed sample (and ``extra``, a short
+        sequence of floats, the same length on every rank) now. A link probe due within the
+        next half interval rides along. Returns the gathered ``extra`` as a
+        ``(size, len(extra))`` array (no columns if none)."""
+        self.sync_start(extra)
+        return self.sync_finish()
+
+    def sync_start(self, extra=None) -> int:
+        """Collective, non-blocking: post the exchange of :meth:`sync` (call
+        :meth:`sync_finish` at the same step on every rank, a step or two later: by then the
+        small allgather has progressed inside the ranks' other MPI calls and costs nothing
+        to complete). Returns a ticket for :meth:`sync_finish`."""
+        probe = (self.links_on and self.next_probe != math.inf
+                 and self.steps + max(1, self.every // 2) >= self.next_probe)
+        ticket = self._post(probe, extra)
+        if probe:
+            self.next_probe = math.inf
+        return ticket
+
+    def sync_finish(self, ticket: int | None = None) -> np.ndarray:
+        """Complete pending exchanges in order, up to the one of ``ticket`` (default: all);
+        returns that exchange's gathered ``extra`` (``(size, k)``; no columns if it is no
+        longer pending)."""
+        out = np.zeros((self.size, 0))
+        while self._pending and (ticket is None or self._pending[0][4] <= ticket):
+            t, got = self._pending[0][4], self._complete(1)
+            if ticket is None or t == ticket:
+                out = got
+        return out
+
+    @property
+    def pending(self) -> int:
+        """Number of exchanges posted and not yet completed."""
+        return len(self._pending)
 
     # --------------------------------------------------------------- the exchange
-    def _exchange(self, probe: bool, extra) -> np.ndarray:
+    def _post(self, probe: bool, extra) -> int:
         t0 = time.perf_counter()
         nsteps = self.steps - self._steps_mark
         step_time = (t0 - self._t_mark) / nsteps if nsteps > 0 else math.nan
-        p, me = self.size, self.rank
+        me = self.rank
         extra = np.zeros(0) if extra is None else np.asarray(extra, dtype=float).ravel()
         rec = np.full(_NREC + extra.size, np.nan)
         if probe and self.rounds:
@@ -155,23 +201,50 @@ class OnlineMonitor:
                         rec[:3] = peer, fit.alpha, fit.bandwidth
         rec[3] = max(self._last_cost, time.perf_counter() - t0)
         rec[4] = step_time
-        if self._work_seconds > 0:
-            rec[5], rec[6] = self._work, self._work_seconds
+        if self._rates:
+            rec[5], rec[6] = float(np.median(self._rates)), len(self._rates)
         rec[7] = 1.0 if probe else 0.0
         rec[_NREC:] = extra
-        allrec = np.empty((p, rec.size))
-        coll.allgather(self.mpi, rec, allrec)   # tuned dispatch (issue 5: native if faster)
-        stable = self._update(allrec)
-        self._work = self._work_seconds = 0.0
-        self.syncs += 1
-        if probe:
-            self._adapt(allrec, stable)
+        self._rates = []
+        allrec = np.empty((self.size, rec.size))
+        req = self.mpi.Iallgather(rec, allrec)
+        self._ticket += 1
+        self._pending.append((req, allrec, probe, self.steps, self._ticket))
         spent = time.perf_counter() - t0
-        self._last_cost = spent
+        self._post_cost = spent
         self.seconds += spent
         self.probe_seconds = self.seconds
         self._t_mark, self._steps_mark = time.perf_counter(), self.steps
-        return allrec[:, _NREC:]
+        return self._ticket
+
+    def _complete(self, count: int) -> np.ndarray:
+        t0 = time.perf_counter()
+        out = np.zeros((self.size, 0))
+        for _ in range(count):
+            req, allrec, probe, _, _ = self._pending.pop(0)
+            self._wait(req)
+            stable = self._update(allrec)
+            self.syncs += 1
+            if probe:
+                self._adapt(allrec, stable)
+            out = allrec[:, _NREC:]
+        spent = time.perf_counter() - t0
+        self._last_cost = self._post_cost + spent
+        self.seconds += spent
+        self.probe_seconds = self.seconds
+        self._t_mark += spent  # keep the monitor's own time out of the step time
+        return out
+
+    def _wait(self, req) -> None:
+        if req.Test():
+            return
+        deadline = time.monotonic() + self.timeout
+        backoff = Backoff(1e-6, 2e-4)
+        while not req.Test():
+            if time.monotonic() > deadline:
+                raise CommTimeout(f"rank {self.rank}: monitor exchange not complete within "
+                                  f"{self.timeout:g} s (a rank is stuck or dead)")
+            backoff.sleep()
 
     def _update(self, allrec: np.ndarray) -> bool:
         """Feed the gathered records to the banks (same order on every rank); True if every
@@ -185,9 +258,8 @@ class OnlineMonitor:
                 stable = (stable and self._inside(lf.latency, allrec[i, 1])
                           and self._inside(lf.bandwidth, allrec[i, 2]))
                 lf.update(allrec[i, 1], allrec[i, 2])
-            w, s = allrec[i, 5], allrec[i, 6]
-            if s > 0:
-                self._speeds[i].update(work=w, seconds=s)
+            if allrec[i, 6] > 0:
+                self._speeds[i].update(allrec[i, 5])
         return stable and seen
 
     def _inside(self, bank, x: float) -> bool:
