@@ -21,6 +21,10 @@ def test_phantom_is_built_plane_by_plane_and_has_the_anatomy():
         assert ID[name] in present, name
     pts = geo.points()
     assert whole[pts["joint_centre"]] == ID["synovial_fluid"]
+    assert whole[pts["suprapatellar_pouch"]] == ID["synovial_fluid"]
+    # no muscle at the joint line in front of the bones (fat pad, capsule, ligaments)
+    zj, yj, xj = pts["joint_centre"]
+    assert ID["muscle"] not in whole[zj, yj:, xj]
     assert whole[pts["skin_anterior"]] == ID["skin"]
     assert whole[pts["femur_marrow"]] == ID["cancellous_bone"]
     # the default grid is a 1 mm knee of ~39 cm circumference with a few million voxels
@@ -61,7 +65,7 @@ def test_ice_pack_holds_near_zero_while_a_gel_pack_warms():
     out = {}
     for pack in ("ice", "gel"):
         p = Params(shape=(30, 44, 42), length_mm=20.0, thickness_mm=6.0, pack=pack,
-                   steady_tol=1e-6)
+                   pack_temp=-10.0, steady_tol=1e-6)
         run = KneeRun(MPI.COMM_SELF, p, balance=False, log=lambda *a: None)
         run.steady_state()
         run.start_cooling()
@@ -76,11 +80,14 @@ def test_ice_pack_holds_near_zero_while_a_gel_pack_warms():
 
 def test_arterial_temperature_and_bad_pack():
     kw = dict(shape=(30, 44, 42), length_mm=20.0, device="none", steady_tol=1e-7)
-    warm = KneeRun(MPI.COMM_SELF, Params(**kw), balance=False, log=lambda *a: None)
+    warm = KneeRun(MPI.COMM_SELF, Params(t_arterial=37.0, **kw), balance=False,
+                   log=lambda *a: None)
     warm.steady_state()
     cool = KneeRun(MPI.COMM_SELF, Params(t_arterial=35.0, **kw), balance=False,
                    log=lambda *a: None)
     cool.steady_state()
     assert cool.probe()["joint_centre"] < warm.probe()["joint_centre"] - 1.0
+    # the default is the limb's inflow temperature, not the core's
+    assert Params().t_arterial == 34.5
     with pytest.raises(ConfigurationError, match="unknown pack"):
         Params(pack="slush").validate()

@@ -33,6 +33,9 @@ def _override(text: str):
         raise argparse.ArgumentTypeError(f"expected tissue.prop=value, got {text!r}") from None
 
 
+from .tissues import T_ARTERIAL_KNEE  # noqa: E402
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m apps.knee",
                                 description="3-D Pennes bioheat simulation of a cooled knee "
@@ -41,24 +44,35 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--shape", type=int, nargs=3, default=(200, 160, 160),
                    metavar=("NZ", "NY", "NX"), help="grid, z along the leg (default 200 160 160)")
     g.add_argument("--dx", type=float, default=1.0, help="voxel size in mm (default 1)")
-    g.add_argument("--device", choices=("gel", "cuff", "none"), default="gel")
+    g.add_argument("--device", choices=("gel", "cuff", "none"), default="gel",
+                   help="cooling device: gel = a pack of --pack material (default), cuff = "
+                        "fixed-temperature cryo-cuff, none = uncooled")
     g.add_argument("--sides", default="anterior,medial,lateral",
-                   help="comma list of anterior, posterior, medial, lateral")
-    g.add_argument("--thickness", type=float, default=15.0, help="gel pack thickness, mm")
-    g.add_argument("--length", type=float, default=120.0, help="device length along the leg, mm")
-    g.add_argument("--bandage", type=float, default=1.0, help="dressing under the device, mm")
+                   help="sides the device covers (100 degree sectors each), comma list of anterior, "
+                        "posterior, medial, lateral (default anterior,medial,lateral)")
+    g.add_argument("--thickness", type=float, default=15.0, help="pack thickness, mm (default 15)")
+    g.add_argument("--length", type=float, default=120.0, help="device length along the leg, centred on the joint line, mm "
+                        "(default 120)")
+    g.add_argument("--bandage", type=float, default=0.0,
+                   help="dressing under the device, mm (default 0: healthy knee; 1-2 for a "
+                        "post-operative dressing)")
     g.add_argument("--pack", choices=("ice", "gel"), default="ice",
                    help="pack material: ice = frozen water-based pack with latent heat "
                         "(melts over -1..0 C, default), gel = non-freezing gel")
-    g.add_argument("--pack-temp", type=float, default=-10.0, help="pack start temperature, C")
-    g.add_argument("--t-arterial", type=float, default=37.0,
-                   help="arterial blood temperature entering the knee, C (default 37)")
-    g.add_argument("--cuff-temp", type=float, default=8.0, help="cryo-cuff liquid temperature, C")
-    g.add_argument("--ambient", type=float, default=24.0, help="room temperature, C")
+    g.add_argument("--pack-temp", type=float, default=-1.0,
+                   help="pack start temperature, C (default -1: crushed ice at its melting "
+                        "point; a frozen gel pack from a freezer: -15 to -20)")
+    g.add_argument("--t-arterial", type=float, default=T_ARTERIAL_KNEE,
+                   help=f"arterial blood temperature entering the knee region, C (default "
+                        f"{T_ARTERIAL_KNEE:g}: limb, not core; 37 = core value)")
+    g.add_argument("--cuff-temp", type=float, default=8.0, help="cryo-cuff liquid temperature, C (default 8)")
+    g.add_argument("--ambient", type=float, default=24.0,
+                   help="room temperature, C (default 24, as in Horvath & Hollander 1949)")
     g.add_argument("--perfusion-every", type=float, default=10.0,
                    help="seconds of simulated time between refreshes of the temperature-"
                         "dependent perfusion factor (0: every step; default 10)")
-    g.add_argument("--h-air", type=float, default=10.0, help="skin-air coefficient, W/(m^2 K)")
+    g.add_argument("--h-air", type=float, default=10.0, help="skin-air coefficient (natural convection + radiation), W/(m^2 K) "
+                        "(default 10)")
     g.add_argument("--set", type=_override, action="append", default=[], metavar="T.P=V",
                    help="override a tissue property, e.g. muscle.perfusion=5e-4 (repeatable)")
     r = p.add_argument_group("run")
@@ -66,23 +80,25 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--steps", type=int, default=None, help="stop at this step instead")
     r.add_argument("--dt", type=float, default=None,
                    help="time step in s (default 0.9 x the stability limit; above it: error)")
-    r.add_argument("--steady-tol", type=float, default=1e-5, help="steady-state tolerance, K")
+    r.add_argument("--steady-tol", type=float, default=1e-5, help="steady-state tolerance: largest change of an SOR sweep, K (default 1e-5)")
     r.add_argument("--no-balance", action="store_true", help="keep the initial even slabs")
-    r.add_argument("--balance-every", type=int, default=20, help="steps between balance checks")
+    r.add_argument("--balance-every", type=int, default=20, help="steps between balance checks (default 20)")
     r.add_argument("--no-overlap", action="store_true", help="complete halos before computing")
     r.add_argument("--slowdown", type=_slowdown, action="append", default=[],
                    metavar="RANK=F", help="emulate a rank F times slower (benchmarks, tests)")
     o = p.add_argument_group("output")
     o.add_argument("--out", default="knee-out", help="output directory (default knee-out)")
-    o.add_argument("--history-every", type=float, default=60.0, help="seconds between probes")
+    o.add_argument("--history-every", type=float, default=60.0, help="seconds of simulated time between point-temperature records (default 60)")
     o.add_argument("--snapshot-every", type=float, default=30.0,
-                   help="minutes between HDF5 snapshots (0: none)")
+                   help="minutes between HDF5 snapshots OUT/knee.h5 + knee.xmf (0: none; "
+                        "default 30)")
     o.add_argument("--checkpoint-every", type=float, default=0.0,
                    help="minutes between checkpoints (0: only at the end)")
     o.add_argument("--checkpoint", default=None, help="checkpoint file (default OUT/ckpt.h5)")
-    o.add_argument("--restart", default=None, help="continue from this checkpoint")
-    o.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    o.add_argument("--quiet", action="store_true")
+    o.add_argument("--restart", default=None, help="continue from this checkpoint (any number of ranks; the model options "
+                        "come from the checkpoint)")
+    o.add_argument("--no-plots", action="store_true", help="skip the PNG plots (cross-sections, temperature vs time)")
+    o.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return p
 
 
@@ -166,9 +182,11 @@ def _run(args, comm) -> int:
         for k, v in summ["t0"].items():
             drops = "  ".join(f"{m} min: {d[k]:5.2f}" for m, d in summ["drop"].items())
             log(f"  {k:24s} {v:6.2f} C   {drops}")
-        log("clinical anchors (ice on the knee, intra-articular): 2.7-5 C after 1 h "
-            "(Martin 2002); 3.3 / 12.8 / 15.2 C at 30 / 60 / 90 min in the "
-            "suprapatellar pouch (Warren 2004)")
+        log("clinical anchors (ice on the knee, intra-articular; research notes heat.md 1.2):"
+            "\n  suprapatellar pouch, healthy knees, ice bag: median drop 3.3 / 12.8 / 15.2 C "
+            "at 30 / 60 / 90 min (Warren 2004)\n  medial gutter and suprapatellar pouch "
+            "after arthroscopy, 1 h of ice: 2.7-5 C (Martin 2002)\n  uncooled knee: 34.8 +- 1 C "
+            "at the start of surgery (1998); 31.4-32.2 C in the notch at rest (Becher 2008)")
         if not args.no_plots:
             from .plots import plot_all
             files = plot_all(out, run, field, tid)

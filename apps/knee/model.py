@@ -18,27 +18,39 @@ from pyfw.errors import ConfigurationError
 
 from . import phantom
 from .solver import HeatSolver, Tables
-from .tissues import ID, tissue_table
+from .tissues import ID, T_ARTERIAL_KNEE, tissue_table
 
-__all__ = ["Params", "KneeRun", "PACKS"]
+__all__ = ["Params", "KneeRun", "PACKS", "T_ARTERIAL_KNEE"]
 
 #: pack material by --pack choice (tissue name in the table)
 PACKS = {"ice": "ice", "gel": "gel"}
 
 
+
+
 @dataclass
 class Params:
-    """Everything that defines the physics (stored in checkpoints and compared on restart)."""
+    """Everything that defines the physics (stored in checkpoints and compared on restart).
+
+    The defaults are the setting of Warren et al. 2004 (AJSM 32:441, pubmed 14977671):
+    healthy knee, supine at room temperature, a bag of crushed ice on the front and sides
+    of the knee for 90 min, intra-articular probe in the suprapatellar pouch (the
+    ``suprapatellar_pouch`` point). Crushed ice sits at its melting point (-1..0 C here):
+    ``pack_temp = -1`` with the whole latent heat left; the bag is ~1 kg of ice (a 1.8 kg
+    crushed-ice pack in Myrer et al., J Athl Train 36:32, 2001). No dressing under it
+    (healthy knees; after surgery the pack goes over a dressing: ``bandage_mm`` 1-2, as in
+    Martin et al. 2002 or Breslin et al. 2015). A frozen gel pack from a freezer is
+    ``pack_temp = -15 .. -20``; ``pack = "gel"`` a non-freezing gel."""
     shape: tuple = (200, 160, 160)
     dx_mm: float = 1.0
     device: str = "gel"
     sides: tuple = ("anterior", "medial", "lateral")
     thickness_mm: float = 15.0
     length_mm: float = 120.0
-    bandage_mm: float = 1.0
-    pack_temp: float = -10.0
+    bandage_mm: float = 0.0
+    pack_temp: float = -1.0
     pack: str = "ice"            # ice: frozen water-based pack (latent heat); gel: no freezing
-    t_arterial: float = 37.0
+    t_arterial: float = T_ARTERIAL_KNEE
     perfusion_every: float = 10.0  # s between refreshes of the perfusion factor from T
     cuff_temp: float = 8.0
     ambient: float = 24.0

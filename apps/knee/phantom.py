@@ -8,7 +8,19 @@ circumference of ~39 cm) of skin (2 mm), subcutaneous fat (8 mm) and muscle, hol
   semi-axes) at the joint, a 3 mm cortical shell around cancellous bone;
 * the tibia below: shaft 13 mm widening to a plateau (36 x 24 mm);
 * articular cartilage (2.5 mm) on both bone ends and a joint space of synovial fluid (3 mm)
-  between them; the patella (ellipsoid 22 x 10 x 24 mm) in front, with cartilage behind.
+  between them; the patella (ellipsoid 22 x 10 x 24 mm) in front, with cartilage behind,
+  articulating with the femoral condyles (the bones sit anteriorly in the leg: at the knee
+  the patella, patellar tendon and the tibial tubercle lie just under the skin and
+  subcutaneous fat, while the popliteal fossa and the calf/hamstring muscles are behind);
+* no muscle bellies around the joint line in front and at the sides: between the joint
+  line -25 mm and +20 mm (scaled) the soft tissue anterior to the back of the bones is
+  fat (the infrapatellar fat pad, the capsule, retinacula and collateral ligaments are
+  thin, poorly perfused tissues; the nearest muscles -- vastus medialis, the gastrocnemius
+  heads -- lie above the joint line or behind it). Standard knee anatomy; a model
+  choice, not a measured geometry;
+* the suprapatellar pouch: a 2 mm synovial recess in front of the femur, from the joint
+  line to 55 mm above it, under the quadriceps (muscle) -- where Warren et al. 2004 and
+  Martin et al. 2002 placed their intra-articular probes (research notes heat.md 1.2).
 
 Anatomical sizes scale down with the grid when it is too small for a 62 mm leg (tests use
 small grids). Cooling devices sit outside the skin on chosen ``sides`` (anterior, posterior,
@@ -87,6 +99,19 @@ class Geometry:
         depth = self.device_depth() if self.device != "none" else 0.0
         return min(self.radius, half - depth - self.dx) if depth < half else 0.0
 
+    def bone_shift(self) -> float:
+        """How far (mm, unscaled) the bones sit anterior of the leg's axis."""
+        return 8.0
+
+    def _pouch_y(self, zmm: float) -> float:
+        """y (mm from the leg axis) of the suprapatellar pouch at ``zmm`` above the joint
+        line: just in front of the femur's anterior cortex."""
+        s = self.scale
+        gap = max(3.0 * s, self.dx)
+        f = min(max((zmm - gap / 2) / (50.0 * s), 0.0), 1.0)
+        by = (26.0 + (14.0 - 26.0) * f) * s
+        return (self.bone_shift() - 5.0) * s + by + 1.0 * s + 0.5 * max(2.0 * s, self.dx)
+
     @property
     def scale(self) -> float:
         return self.outer_radius() / 62.0
@@ -104,9 +129,11 @@ class Geometry:
         def vox(z, y, x):
             return (int(round(z / d)), int(round(y / d)), int(round(x / d)))
         ay = 0.95 * R
+        yf = self.bone_shift()
         return {
-            "joint_centre": vox(zj, yc - 4 * s, xc),
-            "joint_anterior": vox(zj, yc + 18 * s, xc),
+            "joint_centre": vox(zj, yc + (yf - 4) * s, xc),
+            "joint_anterior": vox(zj, yc + (yf + 18) * s, xc),
+            "suprapatellar_pouch": vox(zj + 35 * s, yc + self._pouch_y(35 * s), xc),
             "skin_anterior": vox(zj, yc + ay - 1.0, xc),
             "subcutaneous_anterior": vox(zj, yc + ay - 4.0, xc),
             "muscle_medial": vox(zj + 25 * s, yc, xc + 1.05 * R - 18 * s),
@@ -139,8 +166,12 @@ def planes(geo: Geometry, z0: int, z1: int) -> np.ndarray:
     # bones: elliptic sections blending from shaft to condyle/plateau near the joint
     gap = max(3.0 * s, d)
     cart = max(2.5 * s, d)
-    for sign, shaft, wide_x, wide_y, yoff in ((+1, 14.0, 38.0, 26.0, -5.0),
-                                              (-1, 13.0, 36.0, 24.0, -3.0)):
+    yf = geo.bone_shift()
+    # joint band: fat instead of muscle in front of the back of the bones
+    band = (z > -25.0 * s) & (z < 20.0 * s) & (y > (yf - 25.0) * s)
+    out[np.broadcast_to(band, shp) & (out == ID["muscle"])] = ID["fat"]
+    for sign, shaft, wide_x, wide_y, yoff in ((+1, 14.0, 38.0, 26.0, yf - 5.0),
+                                              (-1, 13.0, 36.0, 24.0, yf - 3.0)):
         zz = sign * z - gap / 2                                   # distance from bone end
         f = np.clip(zz / (50.0 * s), 0.0, 1.0)
         bx = (wide_x + (shaft - wide_x) * f) * s
@@ -151,11 +182,20 @@ def planes(geo: Geometry, z0: int, z1: int) -> np.ndarray:
         out[inside] = ID["cortical_bone"]
         out[inside & (e < shell ** 2)] = ID["cancellous_bone"]
         out[inside & np.broadcast_to(zz < cart, shp)] = ID["cartilage"]
-    joint = (np.abs(z) < gap / 2) & (_ellipse(y + 4.0 * s, x, 27.0 * s, 39.0 * s) <= 1.0)
+    joint = (np.abs(z) < gap / 2) & (_ellipse(y - (yf - 4.0) * s, x, 27.0 * s, 39.0 * s) <= 1.0)
     out[np.broadcast_to(joint, shp)] = ID["synovial_fluid"]
+    # suprapatellar pouch: 2 mm of fluid in front of the femur, 22 mm wide
+    zz = z[:, 0, 0]
+    for kz, zmm in enumerate(zz):
+        if gap / 2 <= zmm <= 55.0 * s:
+            yp = geo._pouch_y(zmm)
+            h = 0.5 * max(2.0 * s, d)
+            sel = (np.abs(y[0, :, 0] - yp) <= h)[:, None] & (np.abs(x[0, 0, :]) <= 11.0 * s)[None, :]
+            out[kz][sel & (out[kz] == ID["muscle"]) | sel & (out[kz] == ID["fat"])] = \
+                ID["synovial_fluid"]
 
     # patella, with cartilage on its posterior face
-    py = ay - 2.0 - 4.0 * s - 10.0 * s
+    py = ay - 2.0 - 4.0 * s - 10.0 * s          # 6 mm of skin + fat in front of it
     e = ((z - 10.0 * s) / (24.0 * s)) ** 2 + ((y - py) / (10.0 * s)) ** 2 + (x / (22.0 * s)) ** 2
     pat = e <= 1.0
     out[pat] = ID["cortical_bone"]

@@ -36,10 +36,10 @@ skin, fat and muscle, ``tref = 37`` C (the IT'IS perfusion values taken as value
 37 C); bone, cartilage and fluid keep constant rates. ``q10 = 1`` gives the classic
 constant-perfusion Pennes model (``--set skin.q10=1`` ...).
 
-Blood: rho_b = 1050 kg/m^3, c_b = 3617 J/(kg K) (IT'IS blood), arterial T_a = 37 C by
-default (``--t-arterial``; the research notes give no measured arterial temperature for the
-knee region, so 37 C stays the default: in a cooled limb the real inflow is likely a little
-cooler, which would make the model slightly warmer than reality).
+Blood: rho_b = 1050 kg/m^3, c_b = 3617 J/(kg K) (IT'IS blood). Arterial temperature: 37 C
+is the core value (``T_ARTERIAL``, the solver's default for generic use); the knee model
+uses ``T_ARTERIAL_KNEE`` = 34.5 C (see there: the limb's inflow is cooler than the core;
+``--t-arterial``).
 
 "boundary" tissues are not updated: they hold a fixed temperature (air at ambient, a cryo-cuff
 at its liquid temperature) and exchange heat with a neighbouring conducting voxel through a
@@ -55,11 +55,24 @@ from dataclasses import dataclass, replace
 from pyfw.errors import ConfigurationError
 
 __all__ = ["Tissue", "DEFAULT_TISSUES", "RHO_BLOOD", "C_BLOOD", "T_ARTERIAL", "tissue_table",
-           "ID", "perfusion_factor", "Q10_TISSUE"]
+           "ID", "perfusion_factor", "Q10_TISSUE", "T_ARTERIAL_KNEE"]
 
 RHO_BLOOD = 1050.0
 C_BLOOD = 3617.0
 T_ARTERIAL = 37.0
+
+#: default arterial (inflow) temperature of the knee region, C. The Pennes model settles
+#: perfused deep tissue near T_a; with the core value 37 C the uncooled knee comes out at
+#: 37 C, against 34.8 +- 1 C measured intra-articular at the start of knee surgery
+#: (Cryo/Cuff study, Am J Knee Surg 1998, pubmed 9853997) and 31.4-32.2 C in the notch of
+#: resting healthy knees (Becher et al., BMC Musculoskelet Disord 9:46, 2008). The model
+#: does not resolve what makes the limb cooler than the core (arterial blood cooled on its
+#: way down the thigh by countercurrent exchange with the returning veins, conduction along
+#: the limb), so the inflow temperature is taken from an independent measurement near the
+#: knee instead: resting tibialis anterior muscle 34.55 +- 1.02 C, supine (Flouris et al.,
+#: Physiol. Meas. 36:N103, 2015) -- the temperature of well-perfused muscle just below the
+#: knee, which in a Pennes model is ~T_a. ``--t-arterial 37`` gives the core value.
+T_ARTERIAL_KNEE = 34.5
 Q10_TISSUE = 2.0   # Fiala et al. 1999 (local basal metabolism and perfusion)
 
 
