@@ -61,10 +61,9 @@ def test_shared_monitor_serves_balancer_and_link_probes():
         bal = Balancer(dom, every=4, guess_latency=0.0)
         assert bal.mon is mon
         for _ in range(40):
-            bal.record(dom.n * (2.0 if dom.rank == 0 else 1.0) * 1e-3)
-            mon.step()
+            bal.record(dom.n * (2.0 if dom.rank == 0 else 1.0) * 1e-3)  # also mon.step()
             bal.check()
-        assert mon.probes >= 1 and mon.syncs > mon.probes
+        assert mon.probes >= 1 and mon.syncs > mon.probes and mon.steps == 40
         lat, bw = mon.matrices()
         probed = np.isfinite(lat)
         assert probed.sum() >= 2 and np.all(lat[probed] > 0)  # (a 2-size fit's bw is noisy)
@@ -100,4 +99,35 @@ def test_real_slow_rank_is_recovered_from_compute_time():
         assert 1.5 <= ratio <= 6.0, (ratio, sp)
         even = nz / W.size
         assert dom.cuts[-1] - dom.cuts[-2] < 0.75 * even, dom.cuts
+    everywhere(body)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_halo_honours_emulated_link_latency():
+    """A DeliveryShaper on the domain's Comm (what PYFW_EMULATE_LINKS installs) holds each
+    halo plane until its link's latency after the send: a blocking exchange takes at least
+    that long (a lower bound, robust to load), and the ghost planes are still right."""
+    from pyfw.comm import Comm
+    from pyfw.monitor.emulate import DeliveryShaper
+
+    def body():
+        comm = Comm(W.Dup())
+        lat = 0.03
+        comm.shaper = DeliveryShaper(comm.rank, comm.size,
+                                     latency={(i, i + 1): lat for i in range(comm.size - 1)})
+        shape = (4 * W.size, 3, 5)
+        g = np.random.default_rng(7).standard_normal(shape)
+        dom = SlabDomain(comm, shape)
+        dom.set_from_global("a", g)
+        W.Barrier()
+        t0 = MPI.Wtime()
+        dom.exchange(["a"])
+        el = MPI.Wtime() - t0
+        assert el >= 0.9 * lat, el
+        if dom.lo > 0:
+            assert np.array_equal(dom["a"][0], g[dom.lo - 1])
+        if dom.hi < shape[0]:
+            assert np.array_equal(dom["a"][-1], g[dom.hi])
+        comm.shaper = None
+        comm.free()
     everywhere(body)

@@ -30,6 +30,9 @@ identically everywhere), so all agree without a vote.
 """
 from __future__ import annotations
 
+import math
+import time
+
 import numpy as np
 
 from . import partition as _part
@@ -44,18 +47,26 @@ class Balancer:
     ``guess_bandwidth`` (bytes/s) and ``guess_latency`` (s): move-cost model until a move has
     been measured; ``monitor``: the online monitor to read speeds from (default: the
     domain's, :attr:`SlabDomain.monitor`); ``lag``: steps between posting a window's
-    exchange and deciding on it (0: decide at once, blocking).
+    exchange and deciding on it (0: decide at once, blocking); ``budget``: while the cuts
+    hold, checks thin out (interval doubling from ``every``) until their measured cost is
+    under half of this fraction of the step time; a proposed move snaps back to ``every``.
     """
 
     def __init__(self, domain, every: int = 20, min_gain: float = 0.10,
                  guess_bandwidth: float = 1e9, guess_latency: float = 2e-3, monitor=None,
-                 lag: int = 2):
+                 lag: int = 2, budget: float = 0.01):
         if every < 1:
             raise ValueError("every must be >= 1")
         if lag < 0:
             raise ValueError("lag must be >= 0")
+        if not 0 < budget < 1:
+            raise ValueError("budget must be a fraction in (0, 1)")
         self.lag = min(int(lag), every - 1)
-        self._due = None
+        self.budget = float(budget)
+        self._due = None           # (step to decide at, monitor ticket, step posted)
+        self.interval = int(every)  # current steps between checks (every .. budget-bound)
+        self.next_check = int(every)
+        self._check_cost = 0.0     # this rank's seconds in the previous check's calls
         self.dom = domain
         self.mon = monitor if monitor is not None else domain.monitor
         self.every = int(every)
@@ -71,7 +82,10 @@ class Balancer:
         self.history = []          # one dict per check (for logs and tests)
 
     def record(self, seconds: float) -> None:
-        """Add one step's compute time (this rank); O(1), no message."""
+        """Add one step's compute time (this rank). It also counts the step for the monitor
+        (``monitor.step``), which may run a due link probe there (collective on those steps;
+        identical on every rank): with a balancer, the loop does not call ``monitor.step``
+        itself."""
         seconds = float(seconds)
         self._window.append(seconds)
         self.steps += 1
@@ -79,7 +93,7 @@ class Balancer:
         key = (d.lo, d.hi)
         if key != self._cost_key:
             self._cost_key, self._cost = key, d.slab_cost()
-        self.mon.record(self._cost, seconds)
+        self.mon.step(self._cost, seconds)
 
     def speeds(self) -> np.ndarray:
         """Forecast speed of every rank (plane cost per compute second)."""
@@ -93,40 +107,64 @@ class Balancer:
         return self.latency + moved * self.sec_per_byte
 
     def check(self, force: bool = False):
-        """Collective; call it after every :meth:`record`. Every ``every`` recorded steps it
-        posts the window's exchange (non-blocking); ``lag`` steps later it completes it,
-        decides and, if worth it, repartitions (all ranks at the same step). ``force=True``
-        exchanges, decides and moves now (blocking). Returns the new cuts when boundaries
-        moved, else None."""
+        """Collective; call it after every :meth:`record`. When a check is due it posts the
+        window's exchange (non-blocking); ``lag`` steps later it completes it, decides and,
+        if worth it, repartitions (all ranks at the same step). ``force=True`` exchanges,
+        decides and moves now (blocking). Returns the new cuts when boundaries moved, else
+        None."""
         if force:
+            if self._due is not None:
+                self.mon.sync_finish(self._due[1])
             self._due = None
-            return self._decide(self.mon.sync_finish(self._post()), True)
+            return self._decide(self.mon.sync_finish(self._post()), True, self.steps)
+        if self._due is None and self.steps < self.next_check:
+            return None
+        t0 = time.perf_counter()
         out = None
         if self._due is not None and self.steps >= self._due[0]:
-            ticket = self._due[1]
+            _, ticket, posted = self._due
             self._due = None
-            out = self._decide(self.mon.sync_finish(ticket), False)
-        if self.steps and self.steps % self.every == 0:
+            out = self._decide(self.mon.sync_finish(ticket), False, posted)
+        if self._due is None and self.steps >= self.next_check:
             ticket = self._post()
+            self.next_check = math.inf   # set by the decision
             if self.lag == 0:
-                out = self._decide(self.mon.sync_finish(ticket), False)
+                out = self._decide(self.mon.sync_finish(ticket), False, self.steps)
             else:
-                self._due = (self.steps + self.lag, ticket)
+                self._due = (self.steps + self.lag, ticket, self.steps)
+        self._check_cost += time.perf_counter() - t0
         return out
 
     def _post(self) -> int:
-        w = [float(np.mean(self._window)) if self._window else 0.0, len(self._window)]
+        w = [float(np.mean(self._window)) if self._window else 0.0, len(self._window),
+             self._check_cost]
         self._window = []
+        self._check_cost = 0.0
         return self.mon.sync_start(w)
 
-    def _decide(self, allw, force: bool):
+    def _schedule(self, allw, t, proposed: bool, posted: int) -> None:
+        """Next check: after ``every`` steps while a move is proposed; while the cuts hold,
+        the interval doubles up to what keeps the checks' cost (max over ranks, gathered)
+        under half of ``budget`` of the step time. Same numbers on every rank."""
+        cost = float(np.max(allw[:, 2])) if allw.shape[1] > 2 else 0.0
+        step = float(t.mean())
+        need = math.ceil(cost / (0.5 * self.budget * step)) if step > 0 else self.every
+        if proposed:
+            self.interval = self.every
+        else:
+            self.interval = max(self.every, min(2 * self.interval, need))
+        self.next_check = max(self.steps + 1, posted + self.interval)
+
+    def _decide(self, allw, force: bool, posted: int):
         d = self.dom
         if allw.shape[1] < 2:
+            self.next_check = max(self.steps + 1, posted + self.every)
             return None
         t = allw[:, 0]
         nsteps = float(allw[0, 1])
         speeds = self.mon.speeds()
         if np.any(t <= 0) or not np.all(np.isfinite(speeds)) or np.any(speeds <= 0):
+            self.next_check = max(self.steps + 1, posted + self.every)
             return None
         self.loss += nsteps * (t.max() - t.mean())
         costs = _part.slab_costs(d.cost, d.cuts)
@@ -144,6 +182,7 @@ class Balancer:
         self.history.append(rec)
         worth = (not np.array_equal(new, d.cuts) and gain > self.min_gain * now
                  and gain > plane_time)
+        self._schedule(allw, t, bool(worth), posted)
         direction = np.sign(new - d.cuts) if worth else None
         confirmed = (direction is not None and self._last_dir is not None
                      and np.array_equal(direction, self._last_dir))

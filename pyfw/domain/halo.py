@@ -9,6 +9,13 @@ Open MPI has no asynchronous progress thread: a large (rendezvous) message advan
 inside MPI calls, so the caller should call :meth:`Halo.test` between chunks of the interior
 update (``SlabDomain.step`` does). Wire format: tag 11 carries a plane going up (to rank + 1),
 tag 12 a plane going down; several fields go in the order given, which MPI preserves.
+
+Emulated slow links (``PYFW_EMULATE_LINKS="I-J:LATENCY[:BANDWIDTH]"`` or a
+:class:`pyfw.monitor.emulate.DeliveryShaper` as ``comm.shaper``): :meth:`pyfw.comm.Comm.Isend`
+then returns a deferred send that the sender posts once the link's delay has passed, the
+first time it is tested after that; completing the requests with :func:`pyfw.comm.testall`
+(as here) is what makes the emulated latency hide behind the interior update exactly as a
+real one would -- to within one interior chunk, the spacing of the tests.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ injected numbers for tests and benchmarks.
 **Ranks.** :class:`Slowdown` makes a rank ``factor`` times slower at whatever it computes inside
 ``with slowdown:`` (it pads the block's wall time by ``(factor - 1) x`` its duration, spinning by
 default so the CPU is really held, like a slower core). :func:`spin_work` is calibrated synthetic
-work: ``units / rate`` seconds of busy CPU, so a rank's true speed is known exactly.
+work: ``units / rate`` seconds of CPU time, so a rank's true speed is known exactly.
 
 Waiting uses :func:`hold`: sleep for the bulk of a long delay, spin the last fraction of a
 millisecond, which keeps precision without stealing a core from other ranks when they
@@ -63,13 +63,17 @@ def hold(seconds: float) -> None:
 
 
 def spin_work(units: float, rate: float = 1e6) -> float:
-    """Calibrated synthetic work: hold the CPU for ``units / rate`` seconds; returns that time.
+    """Calibrated synthetic work: burn ``units / rate`` seconds of this thread's CPU time
+    (:func:`spin_cpu`); returns that many seconds.
 
-    A rank doing ``spin_work(n, rate=r)`` has a true speed of ``r`` units per second (times
-    ``1/factor`` inside a :class:`Slowdown`), which is what a speed forecaster should find.
+    A rank doing ``spin_work(n, rate=r)`` has a true speed of ``r`` units per CPU second
+    (times ``1/factor`` inside a :class:`Slowdown`), which is what a speed forecaster should
+    find. Counting CPU rather than wall time makes it behave like real work on a loaded
+    machine: a rank that shares its core takes longer, exactly as a slowed rank does, so the
+    ratio of two ranks' speeds stays the injected one.
     """
     seconds = units / rate
-    spin(seconds)
+    spin_cpu(seconds)
     return seconds
 
 
