@@ -1,7 +1,7 @@
 """Auto-tuner: measure every algorithm (native MPI included), store a decision table, decide.
 
 Measurement (OSU style, paired): per (collective, size) all candidate algorithms, native
-included, run **interleaved**: every iteration calls each once, in a rotating order, with a
+included, run **interleaved**: every iteration calls each once, in a random order, with a
 barrier before each call (outside the timer), so drift and other jobs hit them alike
 (:func:`measure_interleaved`). The iterations form ``rounds``; per round and algorithm the
 value is the median over this rank's iterations, then the **maximum over ranks** (a
@@ -16,10 +16,14 @@ Hockney fit ``t(n) = α + n/B`` per algorithm, and the per-link latency/bandwidt
 tuning time (``links``). A table written for another MPI library version or table schema is
 stale. Missing or stale: the dispatch uses native MPI and rank 0 prints one line.
 
+A size's winner among all candidates is measured again alone against native (the two
+interleaved): the interleaving of many algorithms changes native's own time (caches, the
+shared-memory transport's state), so a win in the crowd must be confirmed one-to-one.
+
 Decision per size bucket (bucket k = messages of ``[2^(k-1), 2^k)`` bytes, bucket 0 = 0 B),
 :func:`decide_entry`: a pyfw algorithm replaces native only if it beats native by more than
 the margin (``$PYFW_COLL_MARGIN``, default 0.10) and by more than the noise (the spread of
-its paired per-round ratios to native), and in every round; unmeasured buckets use the
+its paired per-round ratios to native), and in every round of the one-to-one measurement; unmeasured buckets use the
 Hockney predictions, only inside a measured regime of the same algorithm. Given the link
 monitor's current per-link forecasts, every algorithm's time is shifted by the modelled
 change of its message schedule's cost since tuning (:mod:`pyfw.coll.model`).
@@ -182,6 +186,28 @@ def _round_ratios(entry: dict, alg: str, i: int, d_alg: float = 0.0,
     return [(x + d_alg) / (y + d_nat) for x, y in zip(ta, tn) if y + d_nat > 0]
 
 
+def _wins(ratios: list[float], margin: float) -> bool:
+    """Paired per-round ratios candidate / native: a win beyond the margin and the noise
+    (their spread), and in every round."""
+    if not ratios:
+        return False
+    med = float(np.median(ratios))
+    return med < 1.0 - max(margin, max(ratios) - min(ratios)) and max(ratios) < 1.0
+
+
+def _screen_winner(got: dict, margin: float) -> str | None:
+    """The fastest non-native algorithm of one interleaved measurement if it wins against
+    native (:func:`_wins`), else None."""
+    if "native" not in got:
+        return None
+    med = {a: float(np.median(v)) for a, v in got.items()}
+    best = min(med, key=lambda a: (med[a], a != "native"))
+    if best == "native":
+        return None
+    ratios = [x / y for x, y in zip(got[best], got["native"]) if y > 0]
+    return best if _wins(ratios, margin) else None
+
+
 def decide_entry(entry: dict, margin: float, coll: str | None = None, p: int | None = None,
                  links=None) -> list[str]:
     """Algorithm name per bucket (``NBUCKETS`` of them) for one collective's table entry.
@@ -190,6 +216,8 @@ def decide_entry(entry: dict, margin: float, coll: str | None = None, p: int | N
     replaces native only if it is faster by more than ``margin`` *and* by more than the
     noise, i.e. the spread of its paired per-round ratios to native, and its worst round
     still beats native (tables without rounds: its slowest round beats native's median).
+    Where the tuner re-measured the screen's winner one-to-one against native
+    (``confirm``), those paired rounds decide.
     Unmeasured bucket: the fastest Hockney prediction at the bucket's middle, with the same
     margin, and only inside a regime: the nearest measured buckets on each side chose the
     same algorithm (beyond the last one, that one). Otherwise native.
@@ -218,10 +246,14 @@ def decide_entry(entry: dict, margin: float, coll: str | None = None, p: int | N
         best = min(t, key=lambda a: (t[a], a != "native"))
         if best != "native" and "native" in t:
             ratios = _round_ratios(entry, best, i, d[best], d["native"])
-            if ratios:
-                noise = max(ratios) - min(ratios)
-                ok = (t[best] < (1.0 - max(margin, noise)) * t["native"]
-                      and max(ratios) < 1.0)
+            conf = (entry.get("confirm") or [None] * len(sizes))[i]
+            if conf is not None and conf["alg"] == best:  # the one-to-one re-measurement
+                ratios = [(x + d[best]) / (y + d["native"])
+                          for x, y in zip(conf["rounds"], conf["native"]) if y + d["native"] > 0]
+            elif "confirm" in entry and not any(d.values()):
+                ratios = []  # the screen found no win at this size (links unchanged)
+            if ratios or "confirm" in entry:
+                ok = t[best] < (1.0 - margin) * t["native"] and _wins(ratios, margin)
             else:
                 ok = t[best] < (1.0 - margin) * t["native"]
                 if ok and "max" in entry:
@@ -308,8 +340,10 @@ def measure_interleaved(comm, fns: dict, args, budget: float = 0.02, rounds: int
     """Times of several ways of doing one collective call, interleaved so that drift and
     other jobs on the machine hit them all alike (collective over ``comm``).
 
-    Each iteration calls every function once, in an order rotated by one per iteration,
-    with a barrier before each call (outside the timer). Iterations are split in ``rounds``;
+    Each iteration calls every function once, in a random order drawn afresh for every
+    iteration with the same seed on every rank (a fixed rotation would make each function
+    nearly always follow the same other one), with a barrier before each call (outside the
+    timer). Iterations are split in ``rounds``;
     per round and function the value is the median over this rank's iterations, then the
     maximum over ranks. Returns ``{name: [value per round]}``. ``budget`` (seconds) bounds
     one round of all functions together; ``min_iters``..``max_iters`` iterations per round.
@@ -333,12 +367,14 @@ def measure_interleaved(comm, fns: dict, args, budget: float = 0.02, rounds: int
             f(*args)
     ts = np.empty((rounds, iters, m))
     barrier = c.Barrier
+    # a fresh order every iteration, the same on every rank (fixed seed): each function
+    # follows each other one equally often, so no function always runs after the same one
+    orders = np.random.default_rng(12345).permuted(
+        np.tile(np.arange(m), (rounds * iters, 1)), axis=1).reshape(rounds, iters, m).tolist()
     for rd in range(rounds):
         row = ts[rd]
-        for it in range(iters):
-            off = (it + rd) % m
-            for j in range(m):
-                jj = (off + j) % m
+        for it, order in enumerate(orders[rd]):
+            for jj in order:
                 f = calls[jj]
                 barrier()
                 t0 = pc()
@@ -405,6 +441,7 @@ def tune(comm, collectives=None, sizes=None, rounds: int = 3, budget: float = 0.
                                       a != "native"]
             vals = {}
             t0 = time.time()
+            confirm = []
             for i, b in enumerate(sizes):
                 args = buffers(coll, b, p, r)
                 fns = {a: plan.algorithm(coll, a) for a in names}
@@ -412,11 +449,20 @@ def tune(comm, collectives=None, sizes=None, rounds: int = 3, budget: float = 0.
                 got = measure_interleaved(c, fns, args, budget * len(names), rounds)
                 for a in names:
                     vals.setdefault(a, []).append(got[a])
+                # a screen winner must win again alone against native (max over ranks:
+                # the same values, hence the same decision, on every rank)
+                best = _screen_winner(got, margin=DEFAULT_MARGIN)
+                if best is None:
+                    confirm.append(None)
+                    continue
+                two = measure_interleaved(c, {"native": fns["native"], best: fns[best]}, args,
+                                          budget * 2 * max(1, len(names) // 2), rounds)
+                confirm.append({"alg": best, "native": two["native"], "rounds": two[best]})
             med = {a: [float(np.median(v)) for v in vals[a]] for a in names}
             entry = {"sizes": sizes, "median": med,
                      "min": {a: [float(min(v)) for v in vals[a]] for a in names},
                      "max": {a: [float(max(v)) for v in vals[a]] for a in names},
-                     "rounds": vals,
+                     "rounds": vals, "confirm": confirm,
                      "fit": {a: list(hockney_fit(sizes, med[a])) for a in names}}
             table["collectives"][coll] = entry
             if log and r == 0:
