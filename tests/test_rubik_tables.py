@@ -150,6 +150,31 @@ def test_phase1_table_matches_a_raw_unreduced_bfs(phase1_truncated):
     assert (_reduced_lookup(tab, sample) >= 6).all()
 
 
+def _two_level_lookup(tab, codes):
+    """The search kernel's route to the class (slice orbit, conjugated flip, product of
+    two symmetries), in numpy."""
+    srep, sxor, fperm, cls2, symmul = reid.small_class_tables()
+    _, _, _, tconj = reid.sym_tables()
+    f, rest = codes % 2048, codes // 2048
+    s, w = rest % 495, rest // 495
+    w1 = srep[s].astype(np.int64)
+    s1 = w1 & 15
+    v = cls2[w1 >> 4, fperm[s1, f] ^ sxor[s]].astype(np.int64)
+    return tab[(v >> 4) * 2187 + tconj[w, symmul[v & 15, s1]]]
+
+
+def test_kernel_class_route_matches_the_raw_bfs(phase1_truncated):
+    tab, _ = phase1_truncated
+    raw = _raw_bfs(5)
+    codes = np.fromiter(raw.keys(), np.int64)
+    assert np.array_equal(_two_level_lookup(tab, codes), np.fromiter(raw.values(), np.int64))
+    rng = np.random.default_rng(1)
+    sample = rng.integers(0, 2048 * 495 * 2187, 200000)
+    assert np.array_equal(_two_level_lookup(tab, sample), _reduced_lookup(tab, sample))
+    srep, _, _, cls2, _ = reid.small_class_tables()
+    assert cls2.nbytes < 1 << 20 and len(np.unique(srep >> 4)) == cls2.shape[0]
+
+
 def test_phase1_lookup_is_invariant_under_the_16_symmetries(phase1_truncated):
     tab, _ = phase1_truncated
     tables = reid.ReidTables(korf._pack4(tab))

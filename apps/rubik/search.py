@@ -17,7 +17,6 @@ from .coords import (E6A_SOLVED, E6B_SOLVED, EDGES_A, EDGES_B, SLICE_SOLVED, cp_
 from .cube import parse_moves
 from .korf import _nib
 from .pruning import NO_FACE, _allowed
-from .reid import _phase1_h
 from .symmetry import AXIS_MOVE_CONJ, axis_cube
 
 DONE, FOUND, PAUSED = 0, 1, 2
@@ -156,98 +155,194 @@ def _replay_solved(rcp, rco, rep, reo, mv, sp, m, mcp, mco, mep, meo):
     return True
 
 
-@njit(cache=True)
-def _expand_reid(L, node, path, kids, kidm, nk, ki, g0, last0, bound, flipm, slicem, twm, cpm,
-                 amc, cls, tconj, tab, pc, use_pc, rcp, rco, rep, reo, mcp, mco, mep, meo,
-                 tmp, tmpm, wb):
-    """Generate the children of the node at stack level L; keep those with f <= bound in
-    kids[L]. Lookups are done in a batch over siblings so their cache misses overlap.
-    Returns (number generated, found) where found means path[L+1] completes a solution."""
-    lf = last0 if L == 0 else path[L] // 3
-    r = node[L]
-    n = 0
-    m = 0
-    while m < 18:
-        f = m // 3
-        if not _allowed(lf, f):
-            m += 3
-            continue
-        for a in range(3):
-            ma = amc[a, m]
-            tmp[n, 3 * a] = flipm[r[3 * a], ma]
-            tmp[n, 3 * a + 1] = slicem[r[3 * a + 1], ma]
-            tmp[n, 3 * a + 2] = twm[r[3 * a + 2], ma]
-        tmp[n, 9] = cpm[r[9], m]
-        tmpm[n] = m
-        n += 1
-        m += 1
-    rem = bound - (g0 + L + 1)
-    nk[L] = 0
-    ki[L] = 0
-    if rem == 0:
-        for j in range(n):
-            ok = tmp[j, 9] == 0
-            for a in range(3):
-                if tmp[j, 3 * a] != 0 or tmp[j, 3 * a + 1] != SLICE_SOLVED or tmp[j, 3 * a + 2] != 0:
-                    ok = False
-            if ok and _replay_solved(rcp, rco, rep, reo, path, L, tmpm[j], mcp, mco, mep, meo):
-                path[L + 1] = tmpm[j]
-                return n, True
-        return n, False
-    for j in range(n):           # first batch of independent loads: symmetry classes
-        for a in range(3):
-            wb[j, a] = cls[(tmp[j, 3 * a + 1] << 11) | tmp[j, 3 * a]]
-    for j in range(n):           # second batch: the table entries
-        for a in range(3):
-            w = wb[j, a]
-            wb[j, a] = _nib(tab, np.int64(w >> 4) * 2187 + tconj[tmp[j, 3 * a + 2], w & 15])
-        if use_pc:
-            wb[j, 3] = _nib(pc, tmp[j, 9] * 2187 + tmp[j, 2])
-        else:
-            wb[j, 3] = 0
-    cnt = 0
-    for j in range(n):
-        h0 = wb[j, 0]
-        h1 = wb[j, 1]
-        h2 = wb[j, 2]
-        if h0 > rem or h1 > rem or h2 > rem:
-            continue
-        if h0 == h1 and h1 == h2 and h0 == rem:
-            continue
-        if wb[j, 3] > rem:
-            continue
-        for i in range(10):
-            kids[L, cnt, i] = tmp[j, i]
-        kidm[L, cnt] = tmpm[j]
-        cnt += 1
-    nk[L] = cnt
-    return n, False
+# Row layout of a phase-1 node: flip, slice, twist of axis 0, 1, 2 (columns 0..8), the
+# corner permutation (9, only kept with the corner table), then upper bounds of the
+# node's axis values and corner value (10..13). Every table here is an exact distance in
+# a quotient graph, so one move changes a value by at most one: a child's value is at
+# most its parent's bound + 1, and a lookup that cannot change the outcome is skipped.
+REID_COLS = 14
+UNKNOWN_H = 60              # bound of a value never looked up (the subtree root)
+
+
+@njit(cache=True, inline="always")
+def _pick(a, x0, x1, x2):
+    return x0 if a == 0 else (x1 if a == 1 else x2)
+
+
+@njit(cache=True, inline="always")
+def _p1_index(fl, sl, tw, ct):
+    """Phase-1 table index of (flip, slice, twist) through the small class tables
+    ``ct = (srep, sxor, fperm, cls2, symmul, tconj)`` (all cache-resident)."""
+    srep, sxor, fperm, cls2, symmul, tconj = ct
+    w1 = srep[sl]
+    s1 = w1 & 15
+    w = cls2[w1 >> 4, fperm[s1, fl] ^ sxor[sl]]
+    return np.int64(w >> 4) * 2187 + tconj[tw, symmul[w & 15, s1]]
 
 
 @njit(cache=True)
-def _search_reid(flipm, slicem, twm, cpm, amc, cls, tconj, tab, pc, use_pc, node, path,
+def _search_reid(flipm, slicem, twm, cpm, amc, ct, tab, pc, use_pc, node, path,
                  kids, kidm, nk, ki, box, g0, last0, bound, budget, stats,
                  rcp, rco, rep, reo, mcp, mco, mep, meo):
-    tmp = np.empty((18, 10), np.int64)
+    """IDA* below node[0] to ``bound`` (see the module docstring).
+
+    Expanding the node at stack level L generates its children and keeps those with
+    f <= bound in kids[L]. Which lookups are needed depends only on the parent's bounds
+    (all children share them): axis a is looked up if its value could exceed the remaining
+    budget ``rem`` (prune), or if all three could equal ``rem`` (de Bondt's +1); a skipped
+    value keeps the bound (parent's + 1). The children kept and the node counts are those
+    of full lookups. Most children are pruned, so the axis most likely to prune (largest
+    bound) is looked up first, for all siblings in one batch (independent loads whose
+    cache misses overlap); only the survivors get their other coordinates and lookups.
+    The expansion is written inline (not a function call): a call passing ~25 arrays
+    cost as much as the expansion itself (reference counting of every argument)."""
+    tmp = np.empty((18, REID_COLS), np.int64)
     tmpm = np.empty(18, np.int64)
-    wb = np.empty((18, 4), np.int64)
+    wb = np.empty((18, 3), np.int64)
+    alive = np.empty(18, np.bool_)
     gen = 0
     exp = 0
+    probes = 0
     L = box[0]
     status = DONE
-    if box[1] == 0:              # the subtree root is not expanded yet
-        box[1] = 1
-        exp += 1
-        n, found = _expand_reid(0, node, path, kids, kidm, nk, ki, g0, last0, bound, flipm,
-                                slicem, twm, cpm, amc, cls, tconj, tab, pc, use_pc, rcp, rco,
-                                rep, reo, mcp, mco, mep, meo, tmp, tmpm, wb)
-        gen += n
-        if found:
-            box[0] = 0
-            stats[0] += gen
-            stats[1] += exp
-            return FOUND
+    expand = box[1] == 0         # the subtree root is not expanded yet
+    box[1] = 1
     while True:
+        if expand:
+            # ---- expand the node at level L into kids[L] ----
+            exp += 1
+            lf = last0 if L == 0 else path[L] // 3
+            n = 0
+            m = 0
+            while m < 18:
+                if not _allowed(lf, m // 3):
+                    m += 3
+                    continue
+                tmpm[n] = m
+                n += 1
+                m += 1
+            gen += n
+            rem = bound - (g0 + L + 1)
+            nk[L] = 0
+            ki[L] = 0
+            if rem == 0:
+                hit = -1
+                for j in range(n):
+                    m = tmpm[j]
+                    ok = True
+                    for a in range(3):
+                        ma = amc[a, m]
+                        if (flipm[node[L, 3 * a], ma] != 0
+                                or slicem[node[L, 3 * a + 1], ma] != SLICE_SOLVED
+                                or twm[node[L, 3 * a + 2], ma] != 0):
+                            ok = False
+                    if ok and _replay_solved(rcp, rco, rep, reo, path, L, m, mcp, mco, mep, meo):
+                        hit = m
+                        break
+                if hit >= 0:
+                    path[L + 1] = hit
+                    status = FOUND
+                    break
+            else:
+                u0 = min(node[L, 10] + 1, UNKNOWN_H)
+                u1 = min(node[L, 11] + 1, UNKNOWN_H)
+                u2 = min(node[L, 12] + 1, UNKNOWN_H)
+                uc = min(node[L, 13] + 1, UNKNOWN_H)
+                db = u0 >= rem and u1 >= rem and u2 >= rem
+                o0, o1, o2 = 0, 1, 2                # axes by decreasing bound
+                if _pick(o1, u0, u1, u2) > _pick(o0, u0, u1, u2):
+                    o0, o1 = o1, o0
+                if _pick(o2, u0, u1, u2) > _pick(o1, u0, u1, u2):
+                    o1, o2 = o2, o1
+                if _pick(o1, u0, u1, u2) > _pick(o0, u0, u1, u2):
+                    o0, o1 = o1, o0
+                # round 1: the first axis of every child
+                c = 3 * o0
+                need = _pick(o0, u0, u1, u2) > rem or db
+                x0 = node[L, c]
+                x1 = node[L, c + 1]
+                x2 = node[L, c + 2]
+                for j in range(n):
+                    ma = amc[o0, tmpm[j]]
+                    fl = flipm[x0, ma]
+                    sl = slicem[x1, ma]
+                    tw = twm[x2, ma]
+                    tmp[j, c] = fl
+                    tmp[j, c + 1] = sl
+                    tmp[j, c + 2] = tw
+                    tmp[j, 10] = u0
+                    tmp[j, 11] = u1
+                    tmp[j, 12] = u2
+                    tmp[j, 13] = uc
+                    alive[j] = True
+                    if need:
+                        wb[j, 0] = _p1_index(fl, sl, tw, ct)
+                if need:
+                    probes += n
+                    for j in range(n):
+                        h = _nib(tab, wb[j, 0])
+                        tmp[j, 10 + o0] = h
+                        if h > rem:
+                            alive[j] = False
+                # round 2: the other two axes (and the corner table) of the survivors
+                need1 = _pick(o1, u0, u1, u2) > rem or db
+                need2 = _pick(o2, u0, u1, u2) > rem or db
+                c1 = 3 * o1
+                c2 = 3 * o2
+                for j in range(n):
+                    if alive[j]:
+                        m = tmpm[j]
+                        ma = amc[o1, m]
+                        fl = flipm[node[L, c1], ma]
+                        sl = slicem[node[L, c1 + 1], ma]
+                        tw = twm[node[L, c1 + 2], ma]
+                        tmp[j, c1] = fl
+                        tmp[j, c1 + 1] = sl
+                        tmp[j, c1 + 2] = tw
+                        if need1:
+                            wb[j, 1] = _p1_index(fl, sl, tw, ct)
+                        ma = amc[o2, m]
+                        fl = flipm[node[L, c2], ma]
+                        sl = slicem[node[L, c2 + 1], ma]
+                        tw = twm[node[L, c2 + 2], ma]
+                        tmp[j, c2] = fl
+                        tmp[j, c2 + 1] = sl
+                        tmp[j, c2 + 2] = tw
+                        if need2:
+                            wb[j, 2] = _p1_index(fl, sl, tw, ct)
+                        if use_pc:
+                            tmp[j, 9] = cpm[node[L, 9], m]
+                cnt = 0
+                for j in range(n):
+                    if not alive[j]:
+                        continue
+                    if need1:
+                        h = _nib(tab, wb[j, 1])
+                        tmp[j, 10 + o1] = h
+                        probes += 1
+                        if h > rem:
+                            continue
+                    if need2:
+                        h = _nib(tab, wb[j, 2])
+                        tmp[j, 10 + o2] = h
+                        probes += 1
+                        if h > rem:
+                            continue
+                    if db and tmp[j, 10] == rem and tmp[j, 11] == rem and tmp[j, 12] == rem:
+                        continue             # de Bondt: all three axes at exactly rem
+                    if use_pc and uc > rem:
+                        h = _nib(pc, tmp[j, 9] * 2187 + tmp[j, 2])
+                        tmp[j, 13] = h
+                        probes += 1
+                        if h > rem:
+                            continue
+                    for i in range(REID_COLS):
+                        kids[L, cnt, i] = tmp[j, i]
+                    kidm[L, cnt] = tmpm[j]
+                    cnt += 1
+                nk[L] = cnt
+            expand = False
+        # ---- depth-first step ----
         if ki[L] >= nk[L]:
             if L == 0:
                 status = DONE
@@ -259,21 +354,15 @@ def _search_reid(flipm, slicem, twm, cpm, amc, cls, tconj, tab, pc, use_pc, node
             break
         k = ki[L]
         ki[L] = k + 1
-        for i in range(10):
+        for i in range(REID_COLS):
             node[L + 1, i] = kids[L, k, i]
         path[L + 1] = kidm[L, k]
         L += 1
-        exp += 1
-        n, found = _expand_reid(L, node, path, kids, kidm, nk, ki, g0, last0, bound, flipm,
-                                slicem, twm, cpm, amc, cls, tconj, tab, pc, use_pc, rcp, rco,
-                                rep, reo, mcp, mco, mep, meo, tmp, tmpm, wb)
-        gen += n
-        if found:
-            status = FOUND
-            break
+        expand = True
     box[0] = L
     stats[0] += gen
     stats[1] += exp
+    stats[2] += probes
     return status
 
 
@@ -292,6 +381,7 @@ def root_state(tables, cube):
         x = axis_cube(cube, a)
         row += [flip_coord(x), slice_coord(x), twist_coord(x)]
     row.append(cp_coord(cube))
+    row += [UNKNOWN_H] * 4
     return np.array(row, np.int32)
 
 
@@ -325,7 +415,7 @@ class SubtreeSearch:
         self.nk = np.zeros(depth, np.int8)
         self.ki = np.zeros(depth, np.int8)
         self.box = np.zeros(2, np.int64)
-        self.stats = np.zeros(2, np.int64)
+        self.stats = np.zeros(3, np.int64)
         self.solution = None
         self.finished = False
         self._pending = None
@@ -370,7 +460,7 @@ class SubtreeSearch:
             pc = self.corners.corners if self.corners is not None else _NO_TABLE
             r = self.root
             status = _search_reid(mt["flip"], mt["slice"], mt["twist"], mt["cp"], AXIS_MOVE_CONJ,
-                                  t.cls, t.tconj, t.table, pc, self.corners is not None, *args,
+                                  t.small + (t.tconj,), t.table, pc, self.corners is not None, *args,
                                   r.cp.astype(np.int64), r.co.astype(np.int64),
                                   r.ep.astype(np.int64), r.eo.astype(np.int64), *_MOVE_ARRAYS)
         if status == FOUND:
