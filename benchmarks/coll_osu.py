@@ -8,7 +8,8 @@
    each with its variants **interleaved per iteration** (rotating order, a barrier before
    every call, outside the timer), so drift and the other jobs on the machine hit them alike:
 
-   a. paired: native mpi4py ``c.Allgather(s, r)``, the tuned dispatch
+   a. paired: native mpi4py ``c.Allgather(s, r)``, the same again (an A/A control: its
+      ratio to native is the measurement's own error), the tuned dispatch
       ``coll.allgather(c, s, r)`` and ``coll.bind(c).Allgather(s, r)``, each wrapped in one
       lambda frame, on the same buffers; per round the median over iterations, max over
       ranks; the verdict is the per-round ratio to native, median and min–max over rounds;
@@ -45,33 +46,41 @@ DEFAULT_SIZES = [0] + [2 ** i for i in range(21)]
 
 # ----------------------------------------------------------------------- worker (under MPI)
 def user_calls(name: str, c, b) -> dict:
-    """The three ways user code calls one collective, each as one lambda frame around the
-    call as written in user code, so the comparison is symmetric: native mpi4py
-    (``c.Allgather(s, r)``), the tuned dispatch (``coll.allgather(c, s, r)``) and the bound
-    form (``b.Allgather(s, r)``). Same arguments (the same buffers) for all three."""
+    """The ways user code calls one collective, each as one lambda frame around the call as
+    written in user code, so the comparison is symmetric: native mpi4py
+    (``c.Allgather(s, r)``), the same once more (``native_again``: an A/A control whose
+    ratio to native is the measurement's own error), the tuned dispatch
+    (``coll.allgather(c, s, r)``) and the bound form (``b.Allgather(s, r)``). Same
+    arguments (the same buffers) for all."""
     from pyfw import coll
     if name == "allgather":
         return {"native": lambda s, r: c.Allgather(s, r),
+                "native_again": lambda s, r: c.Allgather(s, r),
                 "tuned": lambda s, r: coll.allgather(c, s, r),
                 "bound": lambda s, r: b.Allgather(s, r)}
     if name == "gather":
         return {"native": lambda s, r, root: c.Gather(s, r, root),
+                "native_again": lambda s, r, root: c.Gather(s, r, root),
                 "tuned": lambda s, r, root: coll.gather(c, s, r, root),
                 "bound": lambda s, r, root: b.Gather(s, r, root)}
     if name == "alltoall":
         return {"native": lambda s, r: c.Alltoall(s, r),
+                "native_again": lambda s, r: c.Alltoall(s, r),
                 "tuned": lambda s, r: coll.alltoall(c, s, r),
                 "bound": lambda s, r: b.Alltoall(s, r)}
     if name == "bcast":
         return {"native": lambda s, root: c.Bcast(s, root),
+                "native_again": lambda s, root: c.Bcast(s, root),
                 "tuned": lambda s, root: coll.bcast(c, s, root),
                 "bound": lambda s, root: b.Bcast(s, root)}
     if name == "allreduce":
         return {"native": lambda s, r, op: c.Allreduce(s, r, op),
+                "native_again": lambda s, r, op: c.Allreduce(s, r, op),
                 "tuned": lambda s, r, op: coll.allreduce(c, s, r, op),
                 "bound": lambda s, r, op: b.Allreduce(s, r, op)}
     if name == "reduce":
         return {"native": lambda s, r, op, root: c.Reduce(s, r, op, root),
+                "native_again": lambda s, r, op, root: c.Reduce(s, r, op, root),
                 "tuned": lambda s, r, op, root: coll.reduce(c, s, r, op, root),
                 "bound": lambda s, r, op, root: b.Reduce(s, r, op, root)}
     raise ValueError(name)
@@ -102,7 +111,7 @@ def worker(args) -> None:
     for name in colls:
         algs = tuner.candidates(plan, name)
         variants = algs + (["smp_view"] if name == "allgather" and p > 1 else [])
-        pair = {"ratio": [], "ratio_bound": []}
+        pair = {"ratio": [], "ratio_bound": [], "ratio_aa": []}
         res = {"median": {}, "min": {}, "max": {}}
         allv = {v: [] for v in variants}
         for i, b in enumerate(args.sizes):
@@ -110,12 +119,14 @@ def worker(args) -> None:
             # 1. native vs tuned vs bound, interleaved per iteration (paired)
             got = tuner.measure_interleaved(c, user_calls(name, c, bound), a,
                                             args.pair_budget, args.rounds, 20, 5000)
-            for v in ("native", "tuned", "bound"):
+            for v in ("native", "native_again", "tuned", "bound"):
                 x = got[v]
                 for key, f in (("median", np.median), ("min", min), ("max", max)):
                     res[key].setdefault(v, []).append(float(f(x)))
             rt = [t / n for t, n in zip(got["tuned"], got["native"])]
             rb = [t / n for t, n in zip(got["bound"], got["native"])]
+            ra = [t / n for t, n in zip(got["native_again"], got["native"])]
+            pair["ratio_aa"].append([float(np.median(ra)), float(min(ra)), float(max(ra))])
             pair["ratio"].append([float(np.median(rt)), float(min(rt)), float(max(rt))])
             pair["ratio_bound"].append([float(np.median(rb)), float(min(rb)), float(max(rb))])
             # 2. every algorithm (native included) interleaved per iteration
@@ -258,12 +269,18 @@ def analyse(data: dict, slow: float = 1.05, fast: float = 0.95) -> dict:
                     "worst_spread": [round(rr[worst][1], 3), round(rr[worst][2], 3)],
                     "best_ratio": round(med[best], 3), "at_size_best": sizes[best],
                     "choice_at_best": e["choice"][best]}
+                if "ratio_aa" in e["paired"]:
+                    aa = [x[0] for x in e["paired"]["ratio_aa"]]
+                    report["tuned_vs_native"][f"{name} p={n} {form}"]["aa_worst_dev"] = \
+                        round(max(abs(x - 1) for x in aa), 3)
                 for i, s in enumerate(sizes):
                     if med[i] > slow:
                         report["tuned_slow_points"].append(
                             {"coll": name, "p": int(n), "form": form, "size": s,
                              "ratio": round(med[i], 3),
                              "ratio_spread": [round(rr[i][1], 3), round(rr[i][2], 3)],
+                             "aa": (round(e["paired"]["ratio_aa"][i][0], 3)
+                                    if "ratio_aa" in e["paired"] else None),
                              "choice": e["choice"][i],
                              "native_us": round(e["median"]["native"][i] * 1e6, 2),
                              "tuned_us": round(e["median"][form][i] * 1e6, 2)})
@@ -274,7 +291,7 @@ def analyse(data: dict, slow: float = 1.05, fast: float = 0.95) -> dict:
                                              "ratio": round(e["paired"]["ratio"][i][0], 3)})
             nat = e["median"]["native_alg"]
             for alg, t in e["median"].items():
-                if alg in ("native", "tuned", "bound", "native_alg"):
+                if alg in ("native", "native_again", "tuned", "bound", "native_alg"):
                     continue
                 run_start = None
                 for i in range(len(sizes) + 1):
@@ -309,7 +326,7 @@ def plot(data: dict, outdir: str) -> list[str]:
             xs = [max(s, 0.5) for s in e["sizes"]]
             nat = e["median"]["native_alg"]
             for alg, t in e["median"].items():
-                if alg in ("tuned", "bound", "native"):
+                if alg in ("tuned", "bound", "native", "native_again"):
                     continue
                 style = dict(color="k", lw=2.5) if alg == "native_alg" else dict(lw=1,
                                                                                   alpha=0.8)
@@ -324,8 +341,11 @@ def plot(data: dict, outdir: str) -> list[str]:
             axes[1][j].set(xscale="log", yscale="log", ylabel="time / native")
             axes[1][j].axhline(1.0, color="k", lw=0.8)
             for key, lab, col in (("ratio", "tuned dispatch", "r"),
-                                  ("ratio_bound", "bind()", "m")):
-                rr = e["paired"][key]
+                                  ("ratio_bound", "bind()", "m"),
+                                  ("ratio_aa", "native again (A/A control)", "0.5")):
+                rr = e["paired"].get(key)
+                if rr is None:
+                    continue
                 axes[2][j].plot(xs, [x[0] for x in rr], color=col, lw=1.8, label=lab)
                 axes[2][j].fill_between(xs, [x[1] for x in rr], [x[2] for x in rr],
                                         color=col, alpha=0.15)
@@ -355,12 +375,13 @@ def print_report(rep: dict) -> None:
     print("\n== paired dispatch / native (median over rounds), worst and best ==")
     for k, v in rep["tuned_vs_native"].items():
         print(f"  {k:22s} worst {v['worst_ratio']:.3f} {v['worst_spread']} at {v['at_size']} B,"
-              f" best {v['best_ratio']:.3f} at {v['at_size_best']} B ({v['choice_at_best']})")
+              f" best {v['best_ratio']:.3f} at {v['at_size_best']} B ({v['choice_at_best']})"
+              f"; A/A control: largest |native/native - 1| {v.get('aa_worst_dev')}")
     print(f"\n== points where the dispatch is > 5 % slower than native: "
           f"{len(rep['tuned_slow_points'])} ==")
     for s in rep["tuned_slow_points"]:
         print(f"  {s['coll']} p={s['p']} {s['form']} {s['size']} B: x{s['ratio']} "
-              f"{s['ratio_spread']} ({s['choice']}; native {s['native_us']} µs, "
+              f"{s['ratio_spread']} A/A x{s['aa']} ({s['choice']}; native {s['native_us']} µs, "
               f"{s['form']} {s['tuned_us']} µs)")
     print("\n== sizes where the tuned table picks a pyfw algorithm (paired ratio) ==")
     for s in rep["chosen"]:
@@ -380,8 +401,8 @@ def main() -> int:
     ap.add_argument("--tune-rounds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=0.01,
                     help="seconds per algorithm and round in the all-algorithms pass")
-    ap.add_argument("--pair-budget", type=float, default=0.04,
-                    help="seconds per round of the paired native/tuned/bound pass")
+    ap.add_argument("--pair-budget", type=float, default=0.05,
+                    help="seconds per round of the paired native/A-A/tuned/bound pass")
     ap.add_argument("--overhead-loops", type=int, default=100000)
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--out", default=None)
