@@ -49,7 +49,8 @@ class Balancer:
     domain's, :attr:`SlabDomain.monitor`); ``lag``: steps between posting a window's
     exchange and deciding on it (0: decide at once, blocking); ``budget``: while the cuts
     hold, checks thin out (interval doubling from ``every``) until their measured cost is
-    under half of this fraction of the step time; a proposed move snaps back to ``every``.
+    under 30 % of this fraction of the step time; each proposed move halves the interval
+    back towards ``every``.
     """
 
     def __init__(self, domain, every: int = 20, min_gain: float = 0.10,
@@ -63,6 +64,7 @@ class Balancer:
             raise ValueError("budget must be a fraction in (0, 1)")
         self.lag = min(int(lag), every - 1)
         self.budget = float(budget)
+        self.share = 0.3           # of the budget, for the checks (the monitor's probes: 0.3)
         self._due = None           # (step to decide at, monitor ticket, step posted)
         self.interval = int(every)  # current steps between checks (every .. budget-bound)
         self.next_check = int(every)
@@ -86,13 +88,11 @@ class Balancer:
         (``monitor.step``), which may run a due link probe there (collective on those steps;
         identical on every rank): with a balancer, the loop does not call ``monitor.step``
         itself."""
-        seconds = float(seconds)
         self._window.append(seconds)
         self.steps += 1
         d = self.dom
-        key = (d.lo, d.hi)
-        if key != self._cost_key:
-            self._cost_key, self._cost = key, d.slab_cost()
+        if d.cuts is not self._cost_key:   # repartition() installs a new cuts array
+            self._cost_key, self._cost = d.cuts, d.slab_cost()
         self.mon.step(self._cost, seconds)
 
     def speeds(self) -> np.ndarray:
@@ -143,14 +143,17 @@ class Balancer:
         return self.mon.sync_start(w)
 
     def _schedule(self, allw, t, proposed: bool, posted: int) -> None:
-        """Next check: after ``every`` steps while a move is proposed; while the cuts hold,
-        the interval doubles up to what keeps the checks' cost (max over ranks, gathered)
-        under half of ``budget`` of the step time. Same numbers on every rank."""
+        """Next check. While the cuts hold, the interval doubles, up to what keeps the checks'
+        measured cost (max over ranks, gathered) under ``share`` (0.3) of ``budget`` of the
+        step time; each check that proposes a move halves it, down to ``every`` -- so a real
+        imbalance (proposed check after check) is watched every ``every`` steps, while a
+        single noisy proposal costs little. Same numbers on every rank."""
         cost = float(np.max(allw[:, 2])) if allw.shape[1] > 2 else 0.0
         step = float(t.mean())
-        need = math.ceil(cost / (0.5 * self.budget * step)) if step > 0 else self.every
+        need = (math.ceil(cost / (self.share * self.budget * step)) if step > 0
+                else self.every)
         if proposed:
-            self.interval = self.every
+            self.interval = max(self.every, self.interval // 2)
         else:
             self.interval = max(self.every, min(2 * self.interval, need))
         self.next_check = max(self.steps + 1, posted + self.interval)

@@ -35,8 +35,9 @@ numbers):
 
 * budget part: ``base = ceil(cost / (margin * budget * step))`` with ``cost`` the largest
   per-rank time of the last probe exchange (pair probe + allgather + forecast updates) and
-  ``step`` the median step time over the ranks; ``margin`` (0.5) keeps the monitor at half
-  the budget so scheduling noise does not push it over;
+  ``step`` the median step time over the ranks; ``margin`` (0.3) keeps the probes at 30 %
+  of the budget, so scheduling noise, the balancer's checks (another 30 %, see
+  :class:`pyfw.domain.Balancer`) and the per-step bookkeeping stay under it together;
 * stability part: when every link measured in a probe lands inside its forecast's error band
   (``|x - f| <= max(band_sigma * err, band_rel * |f|)`` for latency and bandwidth), the
   interval stretches by 2 (up to ``max_stretch``); a measurement outside the band snaps it back
@@ -87,7 +88,7 @@ class OnlineMonitor:
     def __init__(self, comm, budget: float = 0.01, sizes=(80, 65536), reps: int = 4,
                  method: str = "median", timeout: float = 10.0, first: int = 10,
                  max_every: int = 10_000, window: int = 10, links: bool = True,
-                 margin: float = 0.5, max_stretch: int = 16, band_sigma: float = 3.0,
+                 margin: float = 0.3, max_stretch: int = 16, band_sigma: float = 3.0,
                  band_rel: float = 0.25):
         if not 0 < budget < 1:
             raise ValueError("budget must be a fraction in (0, 1)")
@@ -133,8 +134,8 @@ class OnlineMonitor:
         The probe's results travel in a non-blocking allgather completed at the next call,
         so no rank waits for the others to reach the probe step (only the two ranks of a
         probed pair meet)."""
-        if work is not None and seconds is not None:
-            self.record(work, seconds)
+        if seconds is not None and seconds > 0 and work is not None and work >= 0:
+            self._rates.append(work / seconds)
         self.steps += 1
         if self._pending and self._pending[0][2] and self.steps > self._pending[0][3]:
             self._complete(1)
