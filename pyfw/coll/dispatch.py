@@ -293,7 +293,9 @@ def allgather(comm, sendbuf, recvbuf, algorithm: str | None = None) -> None:
 
 def _allgather(comm, sendbuf, recvbuf, algorithm):
     global _AG
-    p = _plan(comm)
+    k, p = _LAST_PLAN
+    if comm is not k:
+        p = _plan(comm)
     if algorithm is not None:
         return p.algorithm("allgather", algorithm)(sendbuf, recvbuf)
     if sendbuf.__class__ is _ndarray:
@@ -322,7 +324,9 @@ def gather(comm, sendbuf, recvbuf, root: int = 0, algorithm: str | None = None) 
 
 def _gather(comm, sendbuf, recvbuf, root, algorithm):
     global _GA
-    p = _plan(comm)
+    k, p = _LAST_PLAN
+    if comm is not k:
+        p = _plan(comm)
     if algorithm is not None:
         return p.algorithm("gather", algorithm)(sendbuf, recvbuf, root)
     if sendbuf.__class__ is _ndarray:
@@ -352,7 +356,9 @@ def alltoall(comm, sendbuf, recvbuf, algorithm: str | None = None) -> None:
 
 def _alltoall(comm, sendbuf, recvbuf, algorithm):
     global _A2A
-    p = _plan(comm)
+    k, p = _LAST_PLAN
+    if comm is not k:
+        p = _plan(comm)
     if algorithm is not None:
         return p.algorithm("alltoall", algorithm)(sendbuf, recvbuf)
     if sendbuf.__class__ is _ndarray:
@@ -384,7 +390,9 @@ def bcast(comm, buf, root: int = 0, algorithm: str | None = None) -> None:
 
 def _bcast(comm, buf, root, algorithm):
     global _BC
-    p = _plan(comm)
+    k, p = _LAST_PLAN
+    if comm is not k:
+        p = _plan(comm)
     if algorithm is not None:
         return p.algorithm("bcast", algorithm)(buf, root)
     if buf.__class__ is _ndarray:
@@ -414,7 +422,9 @@ def allreduce(comm, sendbuf, recvbuf, op=MPI.SUM, algorithm: str | None = None) 
 
 def _allreduce(comm, sendbuf, recvbuf, op, algorithm):
     global _AR
-    p = _plan(comm)
+    k, p = _LAST_PLAN
+    if comm is not k:
+        p = _plan(comm)
     if algorithm is not None:
         return p.algorithm("allreduce", algorithm)(sendbuf, recvbuf, op)
     nd = recvbuf.__class__ is _ndarray
@@ -447,7 +457,9 @@ def reduce(comm, sendbuf, recvbuf, op=MPI.SUM, root: int = 0,
 
 def _reduce(comm, sendbuf, recvbuf, op, root, algorithm):
     global _RD
-    p = _plan(comm)
+    k, p = _LAST_PLAN
+    if comm is not k:
+        p = _plan(comm)
     if algorithm is not None:
         return p.algorithm("reduce", algorithm)(sendbuf, recvbuf, op, root)
     nd = sendbuf.__class__ is _ndarray
