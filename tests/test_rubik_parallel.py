@@ -29,20 +29,26 @@ def test_parallel_equals_serial_in_solve_prove_and_all_modes():
                                         ("U R2 F B R B2 R U2", "adaptive")):
                     cube = Cube.from_moves(scramble)
                     s = serial.solve(cube)
-                    p = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH, tables=h)
-                    assert p.length == s.length and cube.apply(p.solution).is_solved, scramble
-                    # complete iterations (below the optimum) count the same nodes
-                    assert [(i.bound, i.generated, i.expanded) for i in p.iterations[:-1]] == \
-                        [(i.bound, i.generated, i.expanded) for i in s.iterations[:-1]]
-                    pp = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
-                                        tables=h, max_length=s.length - 1)
-                    assert pp.solution is None and pp.lower_bound == s.length
-                    assert pp.generated == sum(i.generated for i in s.iterations[:-1])
-                    assert sum(w["tasks"] for w in p.workers.values()) > 0
+                    # local_nodes=0: every round goes to the workers; default: small rounds
+                    # stay on the master
+                    for local in (0, 20000):
+                        p = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
+                                           tables=h, local_nodes=local)
+                        assert p.length == s.length and cube.apply(p.solution).is_solved
+                        # complete iterations (below the optimum) count the same nodes
+                        assert [(i.bound, i.generated, i.expanded) for i in p.iterations[:-1]] == \
+                            [(i.bound, i.generated, i.expanded) for i in s.iterations[:-1]]
+                        pp = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
+                                            tables=h, max_length=s.length - 1, local_nodes=local)
+                        assert pp.solution is None and pp.lower_bound == s.length
+                        assert pp.generated == sum(i.generated for i in s.iterations[:-1])
+                        if local == 0:
+                            assert sum(w["tasks"] for r, w in p.workers.items() if r != 0) > 0
+                        assert any(i.local for i in p.iterations) == (local > 0)
                 cube = Cube.from_moves("R U2 F' L")
                 sa = serial.solve(cube, all_solutions=True)
                 pa = solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h,
-                                    all_solutions=True)
+                                    all_solutions=True, local_nodes=0)
                 assert sorted(pa.solutions) == sorted(sa.solutions)
                 assert pa.iterations[-1].generated == sa.iterations[-1].generated
             except AssertionError as e:

@@ -9,6 +9,7 @@ Tasks go out largest-first by the previous iteration's node counts. With
 the previous iteration is replaced by its children for the next one. The first solution
 at bound b cancels the rest of the round; it is optimal because bound b - 1 was exhausted.
 """
+import os
 import time
 from collections import defaultdict
 
@@ -21,6 +22,8 @@ from .solver import (DEFAULT_HEURISTIC, Heuristic, Iteration, SolveResult, check
                      check_limit)
 
 SLICE_NODES = 1 << 20
+LOCAL_NODES = 1_000_000     # rounds predicted smaller than this stay on the master
+BRANCHING = 13.34847
 
 
 def _load(name, cache_dir, max_depth):
@@ -59,21 +62,29 @@ class SubtreeTask(Task):
 
     def run(self, ctx):
         h = _tables(ctx, *self.spec)
-        t0 = time.perf_counter()
-        s = h.subtree(self.cube(), self.prefix, self.bound)
-        sols = []
-        while True:
-            st = s.run(self.budget, ctx.cancelled)
-            if st == FOUND:
-                sols.append(s.solution)
-                if not self.all_solutions:
-                    break
-            elif st == DONE:
+        return search_subtree(h, self.cube(), self.prefix, self.bound, self.all_solutions,
+                              self.budget, ctx.cancelled, ctx.rank)
+
+
+def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NODES,
+                   cancelled=None, rank=0):
+    """Search one subtree (what a :class:`SubtreeTask` does on a worker); None if
+    cancelled."""
+    t0 = time.perf_counter()
+    s = h.subtree(cube, prefix, bound)
+    sols = []
+    while True:
+        st = s.run(budget, cancelled)
+        if st == FOUND:
+            sols.append(s.solution)
+            if not all_solutions:
                 break
-            else:
-                return None
-        return {"prefix": self.prefix, "generated": s.generated, "expanded": s.expanded,
-                "solutions": sols, "seconds": time.perf_counter() - t0, "rank": ctx.rank}
+        elif st == DONE:
+            break
+        else:
+            return None
+    return {"prefix": list(prefix), "generated": s.generated, "expanded": s.expanded,
+            "solutions": sols, "seconds": time.perf_counter() - t0, "rank": rank}
 
 
 class _Frontier:
@@ -121,7 +132,9 @@ class _Frontier:
 
 def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
                    all_solutions=False, split=2, cache_dir=None, max_depth=None,
-                   budget=SLICE_NODES, tables=None, on_iteration=None, record_subtrees=False):
+                   budget=SLICE_NODES, tables=None, on_iteration=None, record_subtrees=False,
+                   policy=None, chunksize=None, tail_duplication=None,
+                   local_nodes=LOCAL_NODES):
     """Optimal solve on a :class:`pyfw.farm.Farm` (call on the master rank).
 
     ``split``: depth of the frontier (2 as in the study: 243 subtrees), or ``"adaptive"``
@@ -129,7 +142,13 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     ``max_length``: prove that no solution of at most this many moves exists (or find one).
     ``all_solutions``: every optimal canonical solution. ``tables``: the master's
     :class:`Heuristic` if already loaded. With ``record_subtrees`` each iteration keeps the
-    per-subtree node counts (``result.subtrees[bound]``).
+    per-subtree node counts (``result.subtrees[bound]``). ``policy``, ``chunksize``,
+    ``tail_duplication``: passed to each round (:meth:`pyfw.farm.Farm.round`); by default
+    tail copies are off when the farm has more ranks than this node has cores.
+    ``local_nodes``: an iteration predicted (previous one x 13.35) to generate fewer nodes
+    is searched by the master itself (so is the first one, unless ``local_nodes=0``),
+    subtree by subtree; its node
+    counts are those a farm round would give, and it shows as rank 0 in the worker loads.
     """
     cube = check_cube(cube)
     limit = check_limit(max_length)
@@ -150,17 +169,28 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
         res.solution, res.solutions, res.lower_bound = [], [[]], 0
         return res
     nworkers = max(getattr(farm, "num_workers", 1) or 1, 1)
+    if tail_duplication is None and getattr(farm, "size", 1) > (os.cpu_count() or 1):
+        tail_duplication = False   # ranks outnumber cores: copies would compete for them
     while bound <= limit:
         t1 = time.perf_counter()
         leaves, gen, exp = front.leaves(bound)
         leaves.sort(key=lambda p: (-prev.get(tuple(p), 0), front.hval(p) if len(p) < bound else 0))
-        tasks = [SubtreeTask(cube, p, bound, h.name, cache_dir, max_depth, all_solutions, budget)
-                 for p in leaves]
         found, counts = [], {}
-        if tasks:
-            rnd = farm.round(tasks, name=f"rubik-bound-{bound}")
-            for done in rnd:
-                r = done.result
+        # a round whose predicted size is small is searched by the master itself: sending
+        # hundreds of tiny subtrees costs more than searching them
+        local = sum(prev.values()) * BRANCHING < local_nodes
+        if local:
+            results = (search_subtree(h, cube, p, bound, all_solutions, budget) for p in leaves)
+            ntasks = 0
+        else:
+            tasks = [SubtreeTask(cube, p, bound, h.name, cache_dir, max_depth, all_solutions,
+                                 budget) for p in leaves]
+            ntasks = len(tasks)
+            rnd = farm.round(tasks, name=f"rubik-bound-{bound}", policy=policy,
+                             chunksize=chunksize, tail_duplication=tail_duplication) if tasks else ()
+            results = (done.result for done in rnd)
+        if leaves:
+            for r in results:
                 if r is None:
                     continue
                 gen += r["generated"]
@@ -172,10 +202,12 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
                 w["seconds"] += r["seconds"]
                 found.extend(r["solutions"])
                 if found and not all_solutions:
-                    rnd.cancel()
+                    if not local:
+                        rnd.cancel()
                     break
         it = Iteration(bound, gen, exp, time.perf_counter() - t1, len(found))
-        it.tasks = len(tasks)
+        it.tasks = ntasks
+        it.local = local
         res.iterations.append(it)
         if record_subtrees:
             res.subtrees[bound] = dict(counts)

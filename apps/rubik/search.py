@@ -385,6 +385,51 @@ def root_state(tables, cube):
     return np.array(row, np.int32)
 
 
+@njit(cache=True)
+def _advance_reid(row, moves, flipm, slicem, twm, cpm, amc):
+    """Apply ``moves`` to a phase-1 coordinate row in place."""
+    for m in moves:
+        for a in range(3):
+            ma = amc[a, m]
+            row[3 * a] = flipm[row[3 * a], ma]
+            row[3 * a + 1] = slicem[row[3 * a + 1], ma]
+            row[3 * a + 2] = twm[row[3 * a + 2], ma]
+        row[9] = cpm[row[9], m]
+
+
+@njit(cache=True)
+def _reid_row_h(row, ct, tab, pc, use_pc):
+    """Look the row's three axes (and corners) up, store the exact values in row[10..13]
+    and return the heuristic (max, de Bondt's +1 when all three axes agree)."""
+    for a in range(3):
+        row[10 + a] = _nib(tab, _p1_index(row[3 * a], row[3 * a + 1], row[3 * a + 2], ct))
+    h = max(row[10], max(row[11], row[12]))
+    if h > 0 and row[10] == row[11] and row[11] == row[12]:
+        h += 1
+    if use_pc:
+        row[13] = _nib(pc, row[9] * 2187 + row[2])
+        h = max(h, row[13])
+    else:
+        row[13] = 0
+    return h
+
+
+_BASE_ROWS = {}
+
+
+def _base_row(tables, cube):
+    """root_state of the search's start cube, cached (the workers of a solve receive many
+    subtrees of the same cube)."""
+    key = (tables.name, cube.cp.tobytes(), cube.co.tobytes(), cube.ep.tobytes(),
+           cube.eo.tobytes())
+    row = _BASE_ROWS.get(key)
+    if row is None:
+        if len(_BASE_ROWS) > 64:
+            _BASE_ROWS.clear()
+        row = _BASE_ROWS[key] = root_state(tables, cube)
+    return row
+
+
 class SubtreeSearch:
     """A resumable IDA* search of the subtree below ``prefix`` (applied to ``cube``) with
     cost bound ``bound``. Call :meth:`step` until it returns DONE; after each FOUND,
@@ -406,7 +451,16 @@ class SubtreeSearch:
         self.last0 = self.prefix[-1] // 3 if self.prefix else NO_FACE
         self.corners = corners if tables.name != "korf" else None
         depth = max(self.bound - self.g0, 0) + 2
-        row = root_state(tables, self.root)
+        if tables.name == "korf":
+            row = root_state(tables, self.root)
+        else:
+            row = _base_row(tables, cube).copy()
+            mt = tables.moves
+            _advance_reid(row, np.array(self.prefix, np.int64), mt["flip"], mt["slice"],
+                          mt["twist"], mt["cp"], AXIS_MOVE_CONJ)
+            pc = self.corners.corners if self.corners is not None else _NO_TABLE
+            self.root_h = int(_reid_row_h(row, tables.small + (tables.tconj,), tables.table,
+                                          pc, self.corners is not None))
         self.node = np.zeros((depth, row.size), np.int32)
         self.node[0] = row
         self.path = np.zeros(depth + 1, np.int8)
@@ -419,7 +473,8 @@ class SubtreeSearch:
         self.solution = None
         self.finished = False
         self._pending = None
-        self.root_h = self.heuristic(self.root)
+        if tables.name == "korf":
+            self.root_h = self.heuristic(self.root)
         if self.g0 + self.root_h > self.bound:
             self.finished = True          # pruned: f exceeds the bound
         elif self.g0 == self.bound:
