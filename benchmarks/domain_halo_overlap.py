@@ -17,7 +17,7 @@ the mean step time of ``--steps`` steps (slowest rank), and the model's predicti
 measured compute time ``C`` of the ``L = 0`` run: without overlap ``L + C``; with overlap
 ``max(L, C_interior) + C_boundary``.
 
-    pyfw-run -n 2 -- python benchmarks/domain_halo_overlap.py [--latencies 0,2,5]
+    flock /tmp/pyfw-bench.lock pyfw-run -n 2 -- python benchmarks/domain_halo_overlap.py [--latencies 0,2,5,10]
 Writes benchmarks/results/domain_halo_overlap_n<ranks>.json and .png (rank 0).
 """
 import argparse
@@ -70,9 +70,9 @@ def st(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", type=int, nargs=3, default=(96, 160, 160))
-    ap.add_argument("--latencies", default="0,2,5", help="ms, comma-separated")
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--shape", type=int, nargs=3, default=(64, 192, 192))
+    ap.add_argument("--latencies", default="0,2,5,10", help="ms, comma-separated")
+    ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--chunk", type=int, default=4)
     args = ap.parse_args()
