@@ -100,7 +100,7 @@ class _Frontier:
     def hval(self, prefix):
         k = tuple(prefix)
         if k not in self._hcache:
-            self._hcache[k] = self.h.h(self.cube.apply(list(prefix)))
+            self._hcache[k] = self.h.h_after(self.cube, prefix)
         return self._hcache[k]
 
     def leaves(self, bound):
@@ -146,9 +146,9 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     ``tail_duplication``: passed to each round (:meth:`pyfw.farm.Farm.round`); by default
     tail copies are off when the farm has more ranks than this node has cores.
     ``local_nodes``: an iteration predicted (previous one x 13.35) to generate fewer nodes
-    is searched by the master itself (so is the first one, unless ``local_nodes=0``),
-    subtree by subtree; its node
-    counts are those a farm round would give, and it shows as rank 0 in the worker loads.
+    is searched by the master itself, as the serial solver does (so is the first one,
+    unless ``local_nodes=0``); it shows as rank 0 in the worker loads. The last local
+    round goes subtree by subtree so that the first farm round has sizes to order by.
     """
     cube = check_cube(cube)
     limit = check_limit(max_length)
@@ -169,20 +169,30 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
         res.solution, res.solutions, res.lower_bound = [], [[]], 0
         return res
     nworkers = max(getattr(farm, "num_workers", 1) or 1, 1)
+    prev_total = 0
     if tail_duplication is None and getattr(farm, "size", 1) > (os.cpu_count() or 1):
         tail_duplication = False   # ranks outnumber cores: copies would compete for them
     while bound <= limit:
         t1 = time.perf_counter()
-        leaves, gen, exp = front.leaves(bound)
-        leaves.sort(key=lambda p: (-prev.get(tuple(p), 0), front.hval(p) if len(p) < bound else 0))
         found, counts = [], {}
-        # a round whose predicted size is small is searched by the master itself: sending
-        # hundreds of tiny subtrees costs more than searching them
-        local = sum(prev.values()) * BRANCHING < local_nodes
-        if local:
-            results = (search_subtree(h, cube, p, bound, all_solutions, budget) for p in leaves)
+        # a round whose predicted size is small is searched by the master itself, in one
+        # piece from the root: sending hundreds of tiny subtrees costs more than that
+        local = prev_total * BRANCHING < local_nodes
+        # the last local round before the farm rounds goes subtree by subtree, so the first
+        # farm round can hand out its subtrees largest first
+        last_local = local and prev_total * BRANCHING ** 2 >= local_nodes
+        if local and not last_local:
+            leaves, gen, exp = [[]], 0, 0
+            results = [search_subtree(h, cube, [], bound, all_solutions, budget)]
             ntasks = 0
         else:
+            leaves, gen, exp = front.leaves(bound)
+            leaves.sort(key=lambda p: (-prev.get(tuple(p), 0),
+                                       front.hval(p) if len(p) < bound else 0))
+        if last_local:
+            results = (search_subtree(h, cube, p, bound, all_solutions, budget) for p in leaves)
+            ntasks = 0
+        elif not local:
             tasks = [SubtreeTask(cube, p, bound, h.name, cache_dir, max_depth, all_solutions,
                                  budget) for p in leaves]
             ntasks = len(tasks)
@@ -195,7 +205,8 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
                     continue
                 gen += r["generated"]
                 exp += r["expanded"]
-                counts[tuple(r["prefix"])] = r["generated"]
+                if r["prefix"] or not local:
+                    counts[tuple(r["prefix"])] = r["generated"]
                 w = workers[r["rank"]]
                 w["tasks"] += 1
                 w["generated"] += r["generated"]
@@ -223,6 +234,7 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
                 if n > total / (4 * nworkers) and len(p) < bound - 1:
                     front.deep.add(p)
         prev = counts
+        prev_total = it.generated
         bound += 1
         res.lower_bound = bound
     res.seconds = time.perf_counter() - t0

@@ -14,7 +14,7 @@ from numba import njit
 
 from .coords import (E6A_SOLVED, E6B_SOLVED, EDGES_A, EDGES_B, SLICE_SOLVED, cp_coord,
                      e6_coord, flip_coord, move_arrays, slice_coord, twist_coord)
-from .cube import parse_moves
+from .cube import Cube, parse_moves
 from .korf import _nib
 from .pruning import NO_FACE, _allowed
 from .symmetry import AXIS_MOVE_CONJ, axis_cube
@@ -119,6 +119,28 @@ def _search_korf(cpm, twm, e6, e6x, pc, pa, pb, node, path, kids, kidm, nk, ki, 
     stats[0] += gen
     stats[1] += exp
     return status
+
+
+@njit(cache=True)
+def _apply_cubies(cp, co, ep, eo, moves, mcp, mco, mep, meo):
+    """Apply ``moves`` to int64 cubie arrays in place (as Cube.apply)."""
+    ncp = np.empty(8, np.int64)
+    nco = np.empty(8, np.int64)
+    nep = np.empty(12, np.int64)
+    neo = np.empty(12, np.int64)
+    for mm in moves:
+        for i in range(8):
+            j = mcp[mm, i]
+            ncp[i] = cp[j]
+            nco[i] = (co[j] + mco[mm, i]) % 3
+        for i in range(12):
+            j = mep[mm, i]
+            nep[i] = ep[j]
+            neo[i] = (eo[j] + meo[mm, i]) & 1
+        cp[:] = ncp
+        co[:] = nco
+        ep[:] = nep
+        eo[:] = neo
 
 
 @njit(cache=True)
@@ -430,6 +452,19 @@ def _base_row(tables, cube):
     return row
 
 
+def phase1_row(tables, corners, cube, prefix):
+    """(coordinate row with exact values, heuristic) of ``cube`` after ``prefix`` for the
+    phase-1 tables (``corners``: a KorfTables or None)."""
+    row = _base_row(tables, cube).copy()
+    mt = tables.moves
+    _advance_reid(row, np.asarray(prefix, np.int64), mt["flip"], mt["slice"], mt["twist"],
+                  mt["cp"], AXIS_MOVE_CONJ)
+    pc = corners.corners if corners is not None else _NO_TABLE
+    h = int(_reid_row_h(row, tables.small + (tables.tconj,), tables.table, pc,
+                        corners is not None))
+    return row, h
+
+
 class SubtreeSearch:
     """A resumable IDA* search of the subtree below ``prefix`` (applied to ``cube``) with
     cost bound ``bound``. Call :meth:`step` until it returns DONE; after each FOUND,
@@ -446,7 +481,9 @@ class SubtreeSearch:
         self.bound = int(bound)
         if self.bound > MAX_DEPTH:
             raise ValueError(f"bound {bound} exceeds the maximum depth {MAX_DEPTH}")
-        self.root = cube.apply(self.prefix)
+        arrs = [a.astype(np.int64) for a in (cube.cp, cube.co, cube.ep, cube.eo)]
+        _apply_cubies(*arrs, np.array(self.prefix, np.int64), *_MOVE_ARRAYS)
+        self._root_arrays = arrs
         self.g0 = len(self.prefix)
         self.last0 = self.prefix[-1] // 3 if self.prefix else NO_FACE
         self.corners = corners if tables.name != "korf" else None
@@ -454,13 +491,7 @@ class SubtreeSearch:
         if tables.name == "korf":
             row = root_state(tables, self.root)
         else:
-            row = _base_row(tables, cube).copy()
-            mt = tables.moves
-            _advance_reid(row, np.array(self.prefix, np.int64), mt["flip"], mt["slice"],
-                          mt["twist"], mt["cp"], AXIS_MOVE_CONJ)
-            pc = self.corners.corners if self.corners is not None else _NO_TABLE
-            self.root_h = int(_reid_row_h(row, tables.small + (tables.tconj,), tables.table,
-                                          pc, self.corners is not None))
+            row, self.root_h = phase1_row(tables, self.corners, cube, self.prefix)
         self.node = np.zeros((depth, row.size), np.int32)
         self.node[0] = row
         self.path = np.zeros(depth + 1, np.int8)
@@ -481,6 +512,11 @@ class SubtreeSearch:
             self.finished = True
             if self.root.is_solved:
                 self._pending = list(self.prefix)
+
+    @property
+    def root(self):
+        """The subtree root (the cube after the prefix)."""
+        return Cube(*self._root_arrays, check=False)
 
     def heuristic(self, cube):
         """The heuristic value the kernel would use for ``cube``."""
@@ -513,11 +549,9 @@ class SubtreeSearch:
                                   t.edges_a, t.edges_b, *args)
         else:
             pc = self.corners.corners if self.corners is not None else _NO_TABLE
-            r = self.root
             status = _search_reid(mt["flip"], mt["slice"], mt["twist"], mt["cp"], AXIS_MOVE_CONJ,
                                   t.small + (t.tconj,), t.table, pc, self.corners is not None, *args,
-                                  r.cp.astype(np.int64), r.co.astype(np.int64),
-                                  r.ep.astype(np.int64), r.eo.astype(np.int64), *_MOVE_ARRAYS)
+                                  *self._root_arrays, *_MOVE_ARRAYS)
         if status == FOUND:
             depth = int(self.box[0]) + 1
             self.solution = self.prefix + [int(x) for x in self.path[1:depth + 1]]

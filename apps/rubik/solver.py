@@ -52,6 +52,13 @@ class Heuristic:
             h = max(h, self.corners.parts(cube)[0])
         return h
 
+    def h_after(self, cube, prefix):
+        """``h(cube.apply(prefix))``, fast for the phase-1 tables (coordinate rows)."""
+        if self.tables.name == "korf":
+            return self.h(cube.apply(list(prefix)))
+        from .search import phase1_row
+        return phase1_row(self.tables, self.corners, cube, list(prefix))[1]
+
     def subtree(self, cube, prefix, bound):
         """A resumable search of the subtree under ``prefix`` with cost bound ``bound``."""
         return SubtreeSearch(self.tables, cube, prefix, bound, corners=self.corners)
