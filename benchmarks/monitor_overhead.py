@@ -1,6 +1,6 @@
 """Benchmark: overhead of on-line monitoring inside real pyfw jobs (target <= 1 % of run time).
 
-    python benchmarks/monitor_overhead.py [--nprocs 2,4] [--reps 8]
+    flock /tmp/pyfw-bench.lock python benchmarks/monitor_overhead.py [--nprocs 2,4] [--reps 5]
 
 Three jobs, each run with the monitor ``on`` and ``off`` in the same launch, interleaved
 (on/off order alternates every repetition, ABBA, so drift in the machine's load cancels):
@@ -104,6 +104,10 @@ def job_spmd(comm, args, on):
             m0 = time.perf_counter()
             mon.step(work=args.work_ms, seconds=m0 - s0)
             inside += time.perf_counter() - m0
+    if mon is not None:
+        m0 = time.perf_counter()
+        mon.close()
+        inside += time.perf_counter() - m0
     el = time.perf_counter() - t0
     extra = {"probes": mon.probes, "every": mon.every, "stretch": mon.stretch} if on else {}
     return el, inside, extra
@@ -128,7 +132,7 @@ def job_domain(comm, args, on):
     inside = 0.0
     comm.mpi.Barrier()
     t0 = time.perf_counter()
-    for _ in range(args.steps):
+    for _ in range(args.domain_steps):
         spent = dom.step(update, ["u"], overlap=True)
         dom.fields["u"], dom.fields["v"] = dom.fields["v"], dom.fields["u"]
         if on:
@@ -136,6 +140,10 @@ def job_domain(comm, args, on):
             bal.record(spent)        # also counts the monitor's step (probes when due)
             bal.check()
             inside += time.perf_counter() - m0
+    if on:
+        m0 = time.perf_counter()
+        mon.close()
+        inside += time.perf_counter() - m0
     el = time.perf_counter() - t0
     extra = ({"probes": mon.probes, "syncs": mon.syncs, "every": mon.every,
               "stretch": mon.stretch, "moves": dom.moves} if on else {})
@@ -179,9 +187,11 @@ def worker(args) -> None:
     comm = Comm(MPI.COMM_WORLD.Dup())
     jobs = args.jobs.split(",")
     res = {j: {"off": [], "on": [], "self": [], "extra": []} for j in jobs}
+    quick = argparse.Namespace(**{**vars(args), "steps": 50, "domain_steps": 50,
+                                  "farm_tasks": 100})
     for j in jobs:                      # warm-up (imports, first-touch, caches)
-        JOBS[j](comm, args, True)
-        JOBS[j](comm, args, False)
+        JOBS[j](comm, quick, True)
+        JOBS[j](comm, quick, False)
     for rep in range(args.reps):
         order = (False, True) if rep % 2 == 0 else (True, False)
         for j in jobs:
@@ -218,8 +228,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nprocs", default="2,4")
     ap.add_argument("--jobs", default="domain,spmd,farm")
-    ap.add_argument("--reps", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=600, help="spmd job steps")
+    ap.add_argument("--domain-steps", type=int, default=1500)
     ap.add_argument("--work-ms", type=float, default=5.0)
     ap.add_argument("--grid", type=int, nargs=3, default=(128, 96, 96))
     ap.add_argument("--farm-tasks", type=int, default=1500)
@@ -237,6 +248,7 @@ def main(argv=None) -> int:
         tmp = f"{args.out}.tmp{n}.json"
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", tmp, "--reps",
                str(args.reps), "--steps", str(args.steps), "--work-ms", str(args.work_ms),
+               "--domain-steps", str(args.domain_steps),
                "--jobs", args.jobs, "--grid", *map(str, args.grid), "--farm-tasks",
                str(args.farm_tasks), "--task-ms", str(args.task_ms)]
         res = run(n, cmd, timeout=1800, capture=True)

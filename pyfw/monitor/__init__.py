@@ -22,6 +22,8 @@ For the runtimes (stable API)::
     m = probe_pairs(comm)                  # LinkMatrix: m.alpha[i, j] (s), m.bandwidth[i, j]
     mon = OnlineMonitor(comm, budget=0.01) # then mon.step(work, seconds) every step
     mon.link(i, j).time(nbytes); mon.matrices(); mon.speeds()
+    dom = SlabDomain(comm, shape, monitor=mon); bal = Balancer(dom)  # one monitor per job:
+    # bal.record(compute_s) feeds it and counts its steps; the balancer reads mon.speeds()
 """
 from .emulate import LinkShaper, Slowdown, hold, spin, spin_work
 from .forecast import (Forecast, ForecasterBank, LinkEstimate, LinkForecast,

@@ -176,6 +176,11 @@ class OnlineMonitor:
                 out = got
         return out
 
+    def close(self) -> None:
+        """Collective: complete every exchange still in flight (call it at the end of a run,
+        before freeing the communicator, so no request is left behind)."""
+        self.sync_finish()
+
     @property
     def pending(self) -> int:
         """Number of exchanges posted and not yet completed."""
