@@ -357,13 +357,14 @@ def test_cli_probe_writes_json_and_report_views_it(tmp_path):
     from pyfw.monitor.__main__ import main
     out = tmp_path / "probe.json"
     res = run(2, [sys.executable, "-m", "pyfw.monitor", "probe", "--ring", "--allgather",
-                  "--reps", "6", "--method", "min", "--emulate", "0-1:2e-3", "-o", str(out)],
+                  "--reps", "6", "--method", "min", "--emulate", "0-1:1e-2", "-o", str(out)],
               timeout=120, capture=True, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "emulated links" in res.stdout and "allgather" in res.stdout
     import json
     d = json.load(open(out))
     assert d["kind"] == "probe" and d["pairs"]["sizes"] == [80, 320, 640, 16384, 65536]
-    assert abs(d["pairs"]["alpha"][0][1] - 2e-3) < 0.25 * 2e-3 + 5e-4
+    # 10 ms: well above sleep wake-up jitter on a loaded box (2 ms read 3.3 ms there)
+    assert abs(d["pairs"]["alpha"][0][1] - 1e-2) < 0.2 * 1e-2
     assert main(["report", str(out), "--png", str(tmp_path / "r")]) == 0
     assert os.path.exists(tmp_path / "r_links.png")
