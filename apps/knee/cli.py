@@ -163,6 +163,7 @@ def _run(args, comm) -> int:
             snapshot_every=args.snapshot_every, checkpoint=ckpt,
             checkpoint_every=args.checkpoint_every)
     run.save(ckpt)
+    run.dom.close()
     summ = run.summary()
     nvox = int(np.prod(run.geo.shape))
     perf = {"steps": run.steps_done, "wall_s": run.wall,

@@ -81,6 +81,12 @@ class SlabDomain:
             self._monitor = OnlineMonitor(self.comm, links=False)
         return self._monitor
 
+    def close(self) -> None:
+        """Collective: complete the monitor's exchanges still in flight (call once at the end
+        of a run, so no non-blocking collective is left pending at ``MPI_Finalize``)."""
+        if self._monitor is not None:
+            self._monitor.close()
+
     def slab_cost(self) -> float:
         """Total plane cost of this rank's slab (the work of one step, in cost units)."""
         return float(self.cost[self.lo:self.hi].sum())
