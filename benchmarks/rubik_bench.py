@@ -7,10 +7,12 @@ Sections (each figure: median of repeats with min-max):
   tables    build time of every table (in memory; the cache is not touched)
   proof     T16 = R2 U' F' D2 R F2 R' D2 B' R2 F D2 R U' F' U' (optimal 16): time and nodes
             to prove that no solution of <= 15 moves exists, serial, for each heuristic
-  parallel  the same proof on pyfw.farm with 1 and 2 workers (mpiexec -n 2 / -n 3)
+  parallel  the same proof on pyfw.farm with 1 and 2 workers (mpiexec -n 2 / -n 3), split
+            depth 2, 3 and adaptive, launches alternated
   subtrees  sizes of the depth-2 and depth-3 subtrees at bound 15 and the speedup an
             LPT simulation of 4..256 workers predicts from them
-  random    random cubes (seeds 0..N-1): time to prove no solution <= 16 (or solve)
+  random    random cubes (seeds 0..N-1): time to solve optimally, or to prove that no
+            solution <= --random-limit moves exists (default 16)
 Writes benchmarks/results/rubik_bench.json and rubik_*.png.
 """
 import argparse
@@ -76,42 +78,73 @@ def bench_proof(repeats, heuristics):
     return out
 
 
-def mpi_proof(split, heuristic):
-    """Run under mpiexec: one T16 proof on the farm; rank 0 prints one JSON line."""
+SPLITS = (2, 3, "adaptive")
+
+
+def mpi_proof(heuristic, rounds):
+    """Run under mpiexec: T16 proofs on the farm for every split in SPLITS (interleaved,
+    ``rounds`` times each); rank 0 prints one JSON line. Startup (farm, table loading on
+    every rank, JIT) is timed separately from the proofs."""
     from apps.rubik import Heuristic
-    from apps.rubik.parallel import solve_parallel
+    from apps.rubik.parallel import preload, solve_parallel
     from pyfw.farm import Farm
-    with Farm(None) as farm:
+    t0 = time.perf_counter()
+    with Farm(None, setup=preload, setup_args=(heuristic,)) as farm:
         if farm.is_master:
             h = Heuristic(heuristic, progress=False)
-            solve_parallel("R U", farm, tables=h)  # warm-up: workers load tables, JIT
-            t = time.perf_counter()
-            r = solve_parallel(T16, farm, tables=h, max_length=15, split=split)
-            dt = time.perf_counter() - t
-            print("RESULT " + json.dumps({"seconds": dt, "generated": r.generated,
-                                          "workers": r.workers}), flush=True)
+            solve_parallel("R U", farm, tables=h)                 # workers' tables, JIT
+            solve_parallel(T16, farm, tables=h, max_length=13, local_nodes=0)
+            startup = time.perf_counter() - t0
+            out = {"startup_s": startup, "workers": farm.num_workers}
+            for _ in range(rounds):
+                for split in SPLITS:
+                    t = time.perf_counter()
+                    c = time.process_time()
+                    r = solve_parallel(T16, farm, tables=h, max_length=15, split=split)
+                    dt = time.perf_counter() - t
+                    assert r.solution is None and r.lower_bound == 16
+                    d = out.setdefault(str(split), {"seconds": [], "master_cpu_s": []})
+                    d["seconds"].append(dt)
+                    d["master_cpu_s"].append(time.process_time() - c)
+                    d.update(generated=r.generated, loads=r.workers,
+                             per_bound=[(i.bound, i.tasks, i.local, i.seconds)
+                                        for i in r.iterations])
+            print("RESULT " + json.dumps(out), flush=True)
 
 
-def bench_parallel(repeats, heuristic, splits):
-    out = {}
-    for split in splits:
+def bench_parallel(repeats, heuristic):
+    """1 and 2 workers (mpiexec -n 2 / -n 3), launches alternated so that load from other
+    jobs on the machine hits both alike; each launch runs every split twice."""
+    runs = {1: [], 2: []}
+    for _ in range(repeats):
         for n in (2, 3):
-            xs, last = [], None
-            for _ in range(repeats):
-                cmd = ["pyfw-run", "-n", str(n), "--timeout", "600", "--", sys.executable,
-                       os.path.abspath(__file__), "--mpi-proof", str(split), "--heuristic", heuristic]
-                p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-                line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
-                if not line:
-                    raise RuntimeError(p.stdout[-2000:] + p.stderr[-2000:])
-                last = json.loads(line[0][7:])
-                xs.append(last["seconds"])
-            out[f"split{split}_workers{n - 1}"] = dict(stats(xs), generated=last["generated"],
-                                                       workers=last["workers"])
-            print(f"parallel split={split} workers={n - 1}: {statistics.median(xs):.2f} s", flush=True)
-        one = out[f"split{split}_workers1"]["median"]
-        two = out[f"split{split}_workers2"]["median"]
-        out[f"split{split}_speedup_2_vs_1"] = one / two
+            cmd = ["pyfw-run", "-n", str(n), "--timeout", "600", "--", sys.executable,
+                   os.path.abspath(__file__), "--mpi-proof", "2", "--heuristic", heuristic]
+            p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+            line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+            if not line:
+                raise RuntimeError(p.stdout[-2000:] + p.stderr[-2000:])
+            runs[n - 1].append(json.loads(line[0][7:]))
+    out = {"note": "T16 proof (no solution <= 15) on pyfw.farm; tables loaded and JIT warm "
+                   "before timing (startup_s: farm start + every rank loading its tables + "
+                   "warm-up solve); split 2 = 243 subtrees, 3 = 3,240, adaptive = 2 then "
+                   "split subtrees above 1/(4 workers) of the previous iteration"}
+    for w, rs in runs.items():
+        out[f"workers{w}_startup_s"] = stats([r["startup_s"] for r in rs])
+        for split in SPLITS:
+            k = str(split)
+            xs = [x for r in rs for x in r[k]["seconds"]]
+            out[f"split{k}_workers{w}"] = dict(
+                stats(xs), generated=rs[-1][k]["generated"], loads=rs[-1][k]["loads"],
+                master_cpu_s=statistics.median(x for r in rs for x in r[k]["master_cpu_s"]),
+                per_bound=rs[-1][k]["per_bound"])
+    for split in SPLITS:
+        one, two = out[f"split{split}_workers1"], out[f"split{split}_workers2"]
+        out[f"split{split}_speedup_2_vs_1"] = one["median"] / two["median"]
+        print(f"parallel split={split}: 1 worker {one['median']:.3f} s "
+              f"({one['min']:.3f}-{one['max']:.3f}), 2 workers {two['median']:.3f} s "
+              f"({two['min']:.3f}-{two['max']:.3f}): {one['median'] / two['median']:.2f}x",
+              flush=True)
     return out
 
 
@@ -146,17 +179,29 @@ def bench_subtrees(heuristic):
 
 
 def bench_random(n, heuristic, limit):
+    """Random cubes (Cube.random(seed), seeds 0..n-1): solve optimally, or prove that no
+    solution of <= ``limit`` moves exists, whichever comes first."""
     from apps.rubik import Cube, Heuristic, Solver
     s = Solver(tables=Heuristic(heuristic, progress=False))
-    out = []
+    s.solve("R U")
+    cubes = []
     for seed in range(n):
         c = Cube.random(seed)
         t = time.perf_counter()
         r = s.solve(c, max_length=limit)
         dt = time.perf_counter() - t
-        out.append({"seed": seed, "seconds": dt, "length": r.length, "lower_bound": r.lower_bound,
-                    "generated": r.generated})
-        print(f"random {seed}: {dt:.1f} s, length {r.length}, lower bound {r.lower_bound}", flush=True)
+        cubes.append({"seed": seed, "seconds": dt, "length": r.length, "lower_bound": r.lower_bound,
+                      "moves": r.moves, "generated": r.generated,
+                      "nodes_per_s": r.nodes_per_second,
+                      "per_bound": [(i.bound, i.generated, i.seconds) for i in r.iterations]})
+        print(f"random {seed}: {dt:.1f} s, length {r.length}, lower bound {r.lower_bound}, "
+              f"{r.generated:,} nodes", flush=True)
+    solved = [c for c in cubes if c["length"] is not None]
+    out = {"limit": limit, "heuristic": heuristic, "cubes": cubes, "solved": len(solved),
+           "seconds": stats([c["seconds"] for c in cubes])}
+    if solved:
+        out["solved_seconds"] = stats([c["seconds"] for c in solved])
+        out["solved_length"] = stats([c["length"] for c in solved])
     return out
 
 
@@ -205,11 +250,12 @@ def main():
     ap.add_argument("--skip", default="")
     ap.add_argument("--heuristic", default="phase1")
     ap.add_argument("--random", type=int, default=3)
+    ap.add_argument("--random-limit", type=int, default=16,
+                    help="prove no solution <= this many moves (or solve); 20 = full solves")
     ap.add_argument("--mpi-proof", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.mpi_proof:
-        split = args.mpi_proof if args.mpi_proof == "adaptive" else int(args.mpi_proof)
-        return mpi_proof(split, args.heuristic)
+        return mpi_proof(args.heuristic, int(args.mpi_proof))
     skip = set(args.skip.split(","))
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, "rubik_bench.json")
@@ -218,9 +264,9 @@ def main():
     steps = [("tables", lambda: bench_tables(max(1, args.repeats - 1))),
              ("proof", lambda: bench_proof(args.repeats, ["phase1", "phase1+corners", "korf"]
                                            if "korf" not in skip else ["phase1", "phase1+corners"])),
-             ("parallel", lambda: bench_parallel(args.repeats, args.heuristic, [2, "adaptive"])),
+             ("parallel", lambda: bench_parallel(args.repeats, args.heuristic)),
              ("subtrees", lambda: bench_subtrees(args.heuristic)),
-             ("random", lambda: bench_random(args.random, args.heuristic, 16))]
+             ("random", lambda: bench_random(args.random, args.heuristic, args.random_limit))]
     for name, fn in steps:
         if name in skip:
             continue

@@ -87,6 +87,11 @@ def main(argv=None, out=None):
         print(f"error: invalid cube: {e}", file=sys.stderr)
         return 2
     split = args.split if args.split == "adaptive" else int(args.split)
+
+    def progress(it):        # long solves: each finished iteration as it completes
+        if not args.json:
+            print(f"  ... bound {it.bound}: {it.generated:,} nodes, {it.seconds:.2f} s",
+                  file=sys.stderr, flush=True)
     from pyfw.comm import world
     from pyfw.farm import Farm
     size = world().size
@@ -95,7 +100,7 @@ def main(argv=None, out=None):
                            max_depth=args.table_depth)
         t0 = time.perf_counter()
         res = Solver(tables=tables).solve(cube, max_length=args.prove_depth,
-                                          all_solutions=args.all)
+                                          all_solutions=args.all, on_iteration=progress)
         res.seconds = time.perf_counter() - t0
         _report(cube, res, args, out)
         return 0
@@ -108,6 +113,7 @@ def main(argv=None, out=None):
             res = solve_parallel(cube, farm, heuristic=args.heuristic,
                                  max_length=args.prove_depth, all_solutions=args.all,
                                  split=split, cache_dir=args.cache_dir,
-                                 max_depth=args.table_depth, tables=tables)
+                                 max_depth=args.table_depth, tables=tables,
+                                 on_iteration=progress)
             _report(cube, res, args, out)
     return 0
