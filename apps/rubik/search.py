@@ -7,7 +7,9 @@ most ``budget`` generated nodes: PAUSED (call again to continue where it stopped
 So a caller can cancel between slices, and "all optimal solutions" is just "keep calling".
 
 Counting follows Korf: a node is *generated* when it is created as a child after move
-pruning (and its heuristic is looked up), *expanded* when its children are generated.
+pruning, *expanded* when its children are generated -- the same for every heuristic. (The
+phase-1 kernel skips lookups that cannot change a child's fate, ~1.4 per generated node
+instead of 3, but counts every generated child; ``stats[2]`` counts its table probes.)
 """
 import numpy as np
 from numba import njit
