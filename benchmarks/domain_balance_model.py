@@ -315,40 +315,41 @@ def plot_summary():
     rows = []
     for f in sorted(glob.glob(os.path.join(RESULTS, "domain_balance_n*.json"))):
         d = json.load(open(f))
-        ideal = d["ideal"]["step_s"]
-        rows.append((f"{d['ranks']} ranks\nreal knee", d["ranks"],
-                     [d["even"]["step_s"], d["balanced"]["step_s"]], ideal, None))
+        p = d["ranks"]
+        label = f"{p} ranks\nreal knee" + ("\n(> 2 cores)" if p > 2 else "")
+        rows.append((label, p, [d["even"]["step_s"], d["balanced"]["step_s"]],
+                     d["ideal"]["step_s"], None, 3 * (p - 1 + 1 / 3) / p))
     for f in sorted(glob.glob(os.path.join(RESULTS, "domain_balance_model_n*.json"))):
         d = json.load(open(f))
         ideal = d["ideal"]["step_s"]
-        rows.append((f"{d['ranks']} ranks\nmodelled{'' if d['cost'] == 'uniform' else ', ' + d['cost']}",
-                     d["ranks"], [d["even"]["step_s"], d["balanced"]["step_s"],
-                                  d["oracle"]["step_s"]], ideal, d["ideal"]["discrete_opt_s"]))
-    rows.sort(key=lambda r: (r[1], "modelled" in r[0]))
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows)), 4.2))
-    names = ["even", "balanced", "oracle cuts"]
+        extra = "" if d["cost"] == "uniform" else f"\n{d['cost']} cost, slow rank {d['slow_rank']}"
+        rows.append((f"{d['ranks']} ranks\nmodelled{extra}", d["ranks"],
+                     [d["even"]["step_s"], d["balanced"]["step_s"], d["oracle"]["step_s"]],
+                     ideal, d["ideal"]["discrete_opt_s"] / ideal, d["even"]["pred_s"] / ideal))
+    rows.sort(key=lambda r: (r[1], "modelled" in r[0], len(r[0])))
+    fig, ax = plt.subplots(figsize=(max(6, 1.7 * len(rows)), 4.4))
+    names = ["even", "balanced", "oracle cuts (true speeds)"]
     colors = ["tab:red", "tab:green", "tab:blue"]
     wbar = 0.25
-    for i, (label, p, sts, ideal, dopt) in enumerate(rows):
+    for i, (label, p, sts, ideal, dopt, even_pred) in enumerate(rows):
         for j, s in enumerate(sts):
             m = s["median"] / ideal
             ax.bar(i + (j - 1) * wbar, m, wbar, color=colors[j],
-                   yerr=[[m - s["min"] / ideal], [s["max"] / ideal - m]],
-                   label=names[j] if i == 0 or (j == 2 and "oracle" not in
-                                               ax.get_legend_handles_labels()[1]) else None)
-            ax.text(i + (j - 1) * wbar, m + 0.04, f"{m:.2f}", ha="center", fontsize=7)
+                   yerr=[[m - s["min"] / ideal], [s["max"] / ideal - m]])
+            ax.text(i + (j - 1) * wbar, m + 0.05, f"{m:.2f}", ha="center", fontsize=7)
         if dopt is not None:
-            ax.plot([i - 1.5 * wbar, i + 1.5 * wbar], [dopt / ideal] * 2, "k:", lw=1)
-        p_ = p
-        ax.plot([i - 1.5 * wbar, i + 1.5 * wbar], [3 * (p_ - 1 + 1 / 3) / p_] * 2, "r--", lw=0.8)
+            ax.plot([i - 0.5 * wbar, i + 1.5 * wbar], [dopt] * 2, "k:", lw=1.2)
+        ax.plot([i - 1.5 * wbar, i - 0.5 * wbar], [even_pred] * 2, "k--", lw=1)
+    for j, nm in enumerate(names):
+        ax.bar([0], [0], 0, color=colors[j], label=nm)
     ax.axhline(1.0, color="gray", lw=1)
     ax.axhline(1.15, color="gray", lw=0.8, ls="--")
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([r[0] for r in rows], fontsize=8)
     ax.set_ylabel("median step time / ideal (min-max bars)")
-    ax.set_title("one rank 3x slower: even vs balanced vs ideal (2 cores; gray dashed: "
-                 "+15 %,\nred dashed: even-split prediction, dotted: best whole-plane cuts)",
-                 fontsize=9)
+    ax.set_title("one rank 3x slower, 2 cores: step time / ideal (medians, min-max bars)\n"
+                 "gray dashed: ideal +15 %; black dashed: even split predicted; dotted: best "
+                 "whole-plane cuts", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     out = os.path.join(RESULTS, "domain_balance_summary.png")
