@@ -130,3 +130,33 @@ def test_halo_honours_emulated_link_latency():
         comm.shaper = None
         comm.free()
     everywhere(body)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_cuts_follow_a_speed_change_one_check_after_it_is_seen():
+    """Synthetic times (1 us per plane, so the checks thin out while the cuts hold): the 3x
+    slower rank moves from the last rank to the first after the cuts settled. The forecasts
+    lag such a step change; the first check that sees it finds them stale (measured times
+    > 25 % off), proposes from the window's own speeds and checks again ``every`` steps
+    later, which confirms and moves. Before the change: one move, no stale check."""
+    def body():
+        nz, every, change = 120, 5, 300
+        dom = SlabDomain(W, (nz, 2, 2))
+        dom.add("x")
+        bal = Balancer(dom, every=every, guess_latency=0.0)
+        for step in range(change + 200):
+            slow = np.ones(W.size)
+            slow[-1 if step < change else 0] = 3.0
+            bal.record(dom.n * slow[dom.rank] * 1e-6)
+            bal.check()
+        before = [h for h in bal.history if h["step"] <= change]
+        after = [h for h in bal.history if h["step"] > change]
+        assert sum(h["moved"] for h in before) == 1
+        assert not any(h["stale"] for h in before[2:])
+        seen = next(i for i, h in enumerate(after) if h["stale"])
+        assert after[seen + 1]["moved"], [(h["step"], h["stale"], h["moved"]) for h in after]
+        assert after[seen + 1]["step"] - after[seen]["step"] <= every + 1
+        ideal = nz * (1 / slow) / (1 / slow).sum()
+        assert np.all(np.abs(np.diff(dom.cuts) - ideal) <= 1.0), (dom.cuts, ideal)
+        assert sum(h["moved"] for h in after) <= 2
+    everywhere(body)

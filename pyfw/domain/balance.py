@@ -25,6 +25,17 @@ rank waits for the slowest -- reads the forecast speeds ``s_i``, proposes new cu
 * the previous check proposed moving the boundaries the same way (hysteresis: a one-off
   noisy window, e.g. another process stealing a core for a moment, moves nothing).
 
+Stale forecasts: a forecaster bank follows a step change of a rank's speed only after a few
+samples (its sliding means and medians still hold the old value), and while the cuts held
+the checks had thinned out. So each check compares the window's measured step times ``t_i``
+with what the forecasts predict for the current slabs (``cost_i / s_i``); when some rank is
+off by more than ``stale`` (default 25 %) -- and no move happened inside the window -- the
+proposal uses the window's own speeds ``cost_i / t_i`` and the checks go back to every
+``every`` steps, so the cuts follow at the next check (hysteresis still needs it to agree).
+Measured (``benchmarks/domain_balance_model.py``, 8 ranks, the 3x slower rank changes after
+the cuts had settled): the move came 4 checks / 127 steps after the change without this,
+1 check after the first check that saw it with it.
+
 Every rank takes the decision from the same gathered numbers (the monitor's banks are fed
 identically everywhere), so all agree without a vote.
 """
@@ -50,12 +61,13 @@ class Balancer:
     exchange and deciding on it (0: decide at once, blocking); ``budget``: while the cuts
     hold, checks thin out (interval doubling from ``every``) until their measured cost is
     under 30 % of this fraction of the step time; each proposed move halves the interval
-    back towards ``every``.
+    back towards ``every``; ``stale``: relative gap between a rank's measured and forecast
+    step time above which the forecasts are taken as stale (see the module docstring).
     """
 
     def __init__(self, domain, every: int = 20, min_gain: float = 0.10,
                  guess_bandwidth: float = 1e9, guess_latency: float = 2e-3, monitor=None,
-                 lag: int = 2, budget: float = 0.01):
+                 lag: int = 2, budget: float = 0.01, stale: float = 0.25):
         if every < 1:
             raise ValueError("every must be >= 1")
         if lag < 0:
@@ -63,6 +75,8 @@ class Balancer:
         if not 0 < budget < 1:
             raise ValueError("budget must be a fraction in (0, 1)")
         self.lag = min(int(lag), every - 1)
+        self.stale = float(stale)
+        self._dirty = False        # a move happened inside the window being recorded
         self.budget = float(budget)
         self.share = 0.3           # of the budget, for the checks (the monitor's probes: 0.3)
         self._due = None           # (step to decide at, monitor ticket, step posted)
@@ -116,22 +130,24 @@ class Balancer:
             if self._due is not None:
                 self.mon.sync_finish(self._due[1])
             self._due = None
-            return self._decide(self.mon.sync_finish(self._post()), True, self.steps)
+            dirty = self._dirty
+            return self._decide(self.mon.sync_finish(self._post()), True, self.steps, dirty)
         if self._due is None and self.steps < self.next_check:
             return None
         t0 = time.perf_counter()
         out = None
         if self._due is not None and self.steps >= self._due[0]:
-            _, ticket, posted = self._due
+            _, ticket, posted, dirty = self._due
             self._due = None
-            out = self._decide(self.mon.sync_finish(ticket), False, posted)
+            out = self._decide(self.mon.sync_finish(ticket), False, posted, dirty)
         if self._due is None and self.steps >= self.next_check:
+            dirty = self._dirty
             ticket = self._post()
             self.next_check = math.inf   # set by the decision
             if self.lag == 0:
-                out = self._decide(self.mon.sync_finish(ticket), False, self.steps)
+                out = self._decide(self.mon.sync_finish(ticket), False, self.steps, dirty)
             else:
-                self._due = (self.steps + self.lag, ticket, self.steps)
+                self._due = (self.steps + self.lag, ticket, self.steps, dirty)
         self._check_cost += time.perf_counter() - t0
         return out
 
@@ -140,9 +156,10 @@ class Balancer:
              self._check_cost]
         self._window = []
         self._check_cost = 0.0
+        self._dirty = False
         return self.mon.sync_start(w)
 
-    def _schedule(self, allw, t, proposed: bool, posted: int) -> None:
+    def _schedule(self, allw, t, proposed: bool, posted: int, stale: bool = False) -> None:
         """Next check. While the cuts hold, the interval doubles, up to what keeps the checks'
         measured cost (max over ranks, gathered) under ``share`` (0.3) of ``budget`` of the
         step time; each check that proposes a move halves it, down to ``every`` -- so a real
@@ -152,13 +169,15 @@ class Balancer:
         step = float(t.mean())
         need = (math.ceil(cost / (self.share * self.budget * step)) if step > 0
                 else self.every)
-        if proposed:
+        if stale:
+            self.interval = self.every
+        elif proposed:
             self.interval = max(self.every, self.interval // 2)
         else:
             self.interval = max(self.every, min(2 * self.interval, need))
         self.next_check = max(self.steps + 1, posted + self.interval)
 
-    def _decide(self, allw, force: bool, posted: int):
+    def _decide(self, allw, force: bool, posted: int, dirty: bool = False):
         d = self.dom
         if allw.shape[1] < 2:
             self.next_check = max(self.steps + 1, posted + self.every)
@@ -171,21 +190,32 @@ class Balancer:
             return None
         self.loss += nsteps * (t.max() - t.mean())
         costs = _part.slab_costs(d.cost, d.cuts)
-        new = _part.partition(d.cost, speeds, d.min_planes)
+        stale = False
+        if not dirty and np.all(costs > 0):
+            gap = float(np.max(np.abs(t * speeds / costs - 1.0)))
+            if gap > self.stale:   # forecasts lag a change: use the window's own speeds
+                stale = True
+                speeds = costs / t
         now = float((costs / speeds).max())
-        pred = _part.bottleneck(d.cost, speeds, new)
         plane_time = float((d.cost.max() / speeds).max()) if d.cost.max() > 0 else 0.0
+        # no cuts beat the continuous ideal: skip the partition when even that gains too little
+        ideal = float(d.cost.sum() / speeds.sum())
+        if now - ideal > self.min_gain * now and now - ideal > plane_time:
+            new = _part.partition(d.cost, speeds, d.min_planes)
+            pred = _part.bottleneck(d.cost, speeds, new)
+        else:
+            new, pred = d.cuts, now
         gain = now - pred
         cost = self.move_cost(new)
         rec = {"step": self.steps, "times": t.tolist(), "cuts": d.cuts.tolist(),
                "speeds": speeds.tolist(),
                "forecasters": [self.mon.speed(r).predict().method for r in range(d.size)],
                "imbalance": float(t.max() / t.mean() - 1), "loss": self.loss,
-               "move_cost": cost, "gain": gain, "moved": False}
+               "move_cost": cost, "gain": gain, "stale": stale, "moved": False}
         self.history.append(rec)
         worth = (not np.array_equal(new, d.cuts) and gain > self.min_gain * now
                  and gain > plane_time)
-        self._schedule(allw, t, bool(worth), posted)
+        self._schedule(allw, t, bool(worth), posted, stale)
         direction = np.sign(new - d.cuts) if worth else None
         confirmed = (direction is not None and self._last_dir is not None
                      and np.array_equal(direction, self._last_dir))
@@ -194,6 +224,7 @@ class Balancer:
             return None
         self._last_dir = None
         info = d.repartition(new)
+        self._dirty = True
         spent = float(d.comm.mpi.allreduce(info["seconds"], op=_max()))
         nbytes = float(d.comm.mpi.allreduce(info["bytes"], op=_max()))
         if nbytes > 0:
