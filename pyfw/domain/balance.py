@@ -22,8 +22,11 @@ rank waits for the slowest -- reads the forecast speeds ``s_i``, proposes new cu
 * the predicted gain per step, ``max_i(cost_i / s_i)`` now minus the bottleneck of the new cuts,
   is above ``min_gain`` of the current step time and above one plane's time on the slowest
   rank, and
-* the previous check proposed moving the boundaries the same way (hysteresis: a one-off
-  noisy window, e.g. another process stealing a core for a moment, moves nothing).
+* the previous check also proposed a move, with no cut going the opposite way (hysteresis: a
+  one-off noisy window, e.g. another process stealing a core for a moment, moves nothing).
+  Cuts that one of the two proposals keeps and the other moves do not block it: with 8
+  ranks (7 cuts) two estimates rarely round every cut alike, and demanding identical signs
+  delayed the benchmark's move after a speed change by 2-4 checks.
 
 Stale forecasts: a forecaster bank follows a step change of a rank's speed only after a few
 samples (its sliding means and medians still hold the old value), and while the cuts held
@@ -217,8 +220,12 @@ class Balancer:
                  and gain > plane_time)
         self._schedule(allw, t, bool(worth), posted, stale)
         direction = np.sign(new - d.cuts) if worth else None
+        rec["proposed"] = new.tolist() if worth else None
+        # confirmed: the previous check also proposed a move, and no cut goes the other way
+        # (a cut that one estimate keeps and the other moves by a plane does not count)
         confirmed = (direction is not None and self._last_dir is not None
-                     and np.array_equal(direction, self._last_dir))
+                     and not np.any(direction * self._last_dir < 0)
+                     and bool(np.any(direction * self._last_dir > 0)))
         self._last_dir = direction
         if not (worth and (force or (confirmed and self.loss > cost))):
             return None

@@ -1,0 +1,117 @@
+"""Balancer decision logic, serially: a fake 8-rank domain and a fake monitor whose forecast
+speeds and window times the test sets (no MPI, no clock)."""
+import types
+
+import numpy as np
+
+from pyfw.domain import Balancer
+from pyfw.domain import partition as P
+
+
+class FakeDomain:
+    def __init__(self, nz, p):
+        self.size, self.rank = p, 0
+        self.cost = np.ones(nz)
+        self.cuts = P.even_cuts(nz, p)
+        self.min_planes = 1
+        self.plane_shape = (1, 1)
+        self.fields = {}
+        self.comm = types.SimpleNamespace(mpi=types.SimpleNamespace(allreduce=lambda x, op: x))
+        self.moves = 0
+
+    def slab_cost(self):
+        return float(self.cost[self.cuts[0]:self.cuts[1]].sum())
+
+    def repartition(self, new):
+        self.cuts = np.asarray(new)
+        self.moves += 1
+        return {"seconds": 1e-3, "bytes": 0}
+
+
+class FakeMonitor:
+    def __init__(self, dom):
+        self.dom, self.sp, self.times = dom, None, None
+
+    def step(self, work, seconds):
+        pass
+
+    def sync_start(self, extra):
+        return 1
+
+    def sync_finish(self, ticket=None):
+        t = self.times if self.times is not None else \
+            P.slab_costs(self.dom.cost, self.dom.cuts) / self.sp * 1e-3
+        return np.column_stack([t, np.full(t.size, 10.0), np.zeros(t.size)])
+
+    def speeds(self):
+        return self.sp * 1e3
+
+    def speed(self, r):
+        return types.SimpleNamespace(predict=lambda: types.SimpleNamespace(method="fake"))
+
+
+def setup(nz=200, p=8):
+    dom = FakeDomain(nz, p)
+    mon = FakeMonitor(dom)
+    bal = Balancer(dom, every=1, lag=0, monitor=mon, min_gain=0.05)
+    return dom, mon, bal
+
+
+def check(bal, mon, speeds, times=None):
+    mon.sp, mon.times = np.asarray(speeds, float), times
+    bal.record(1.0)
+    return bal.check()
+
+
+def find_wobble():
+    """Two speed estimates around 'rank 7 three times slower' whose proposals (from the even
+    cuts) never go opposite ways but differ in some cut (one keeps it, one moves it)."""
+    rng = np.random.default_rng(5)
+    cuts = P.even_cuts(200, 8)
+    base = np.ones(8)
+    base[7] = 1 / 3
+    for _ in range(5000):
+        s1 = base * rng.uniform(0.9, 1.1, 8)
+        s2 = base * rng.uniform(0.9, 1.1, 8)
+        d1 = np.sign(P.partition(np.ones(200), s1) - cuts)
+        d2 = np.sign(P.partition(np.ones(200), s2) - cuts)
+        if not np.array_equal(d1, d2) and not np.any(d1 * d2 < 0):
+            return s1, s2
+    raise AssertionError("no wobble found")
+
+
+def test_two_estimates_that_round_a_cut_differently_still_confirm_a_move():
+    s1, s2 = find_wobble()
+    dom, mon, bal = setup()
+    assert check(bal, mon, s1) is None          # first proposal: hysteresis waits
+    new = check(bal, mon, s2)                   # second: confirmed despite the wobble
+    assert new is not None and dom.moves == 1
+    assert new.tolist() == P.partition(np.ones(200), s2).tolist()
+
+
+def test_opposite_proposals_do_not_move():
+    dom, mon, bal = setup()
+    a = np.ones(8)
+    a[7] = 1 / 3
+    b = np.ones(8)
+    b[0] = 1 / 3
+    assert check(bal, mon, a) is None
+    assert check(bal, mon, b) is None           # cut 1..7 directions disagree
+    assert dom.moves == 0
+    assert check(bal, mon, b) is not None       # the same proposal twice moves
+
+
+def test_stale_forecast_proposes_from_measured_times():
+    """Forecasts say all equal (cuts even are ideal) but the window's times show rank 7 at
+    3x: the check flags stale, proposes from the measured speeds; the next one moves."""
+    dom, mon, bal = setup()
+    eq = np.ones(8)
+    t = P.slab_costs(dom.cost, dom.cuts) * 1e-3
+    t[7] *= 3
+    assert check(bal, mon, eq, t) is None
+    assert bal.history[-1]["stale"] and bal.history[-1]["proposed"] is not None
+    new = check(bal, mon, eq, t)
+    assert new is not None
+    truth = np.ones(8)
+    truth[7] = 1 / 3
+    assert new.tolist() == P.partition(np.ones(200), truth).tolist()
