@@ -28,6 +28,8 @@ plus the throughput of ``--steps`` steps without barriers):
 * balanced: starts from the even cuts with the Balancer on (``--every``), ``--settle`` steps to
   settle (moves and the step of the last move recorded), then timed with the balancer still on
   (its checks and the monitor's exchanges are part of the cost); repeated ``--repeats`` times;
+* swap (after the balanced timing, same run): the slow rank becomes rank ``slow + P/2``;
+  ``--swap-settle`` steps show how many moves and steps the cuts need to follow;
 * ideal: the continuous ideal (above) and the discrete optimum (smallest bottleneck over all
   cuts, whole planes) -- both exact, no measurement.
 
@@ -204,6 +206,9 @@ def main():
     ap.add_argument("--settle", type=int, default=150)
     ap.add_argument("--every", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--swap-settle", type=int, default=150,
+                    help="after the timed steps the slow rank becomes rank slow+P/2: steps "
+                         "run to follow it (0: skip)")
     ap.add_argument("--tag", default="", help="suffix of the JSON name")
     ap.add_argument("--plot", action="store_true", help="summary PNG from the JSON files")
     args = ap.parse_args()
@@ -263,19 +268,39 @@ def main():
         tp = throughput(dom, model, bal, args.steps)
         comp = mpi.allgather(float(np.median(c)))
         cuts = dom.cuts.tolist()
-        r = {"step_s": st(w), "throughput_s": tp, "cuts": cuts,
-             "pred_s": part.bottleneck(cost, speeds, dom.cuts) * spp,
+        moves_timed = dom.moves - moves_settle
+        pred = part.bottleneck(cost, speeds, dom.cuts) * spp   # before the swap below
+        plane_diff = int(np.abs(dom.cuts - oracle_cuts).max())
+        swap = None
+        if args.swap_settle > 0:   # the slow rank changes mid-run: how fast do cuts follow?
+            sp2 = np.ones(p)
+            slow2 = (slow_rank + p // 2) % p
+            sp2[slow2] = 1.0 / args.slow
+            model.speed = sp2[mpi.rank]
+            m0, s0, h0 = dom.moves, bal.steps, len(bal.history)
+            w2, _ = run_steps(dom, model, bal, args.swap_settle)
+            mv = [h for h in bal.history[h0:] if h["moved"]]
+            opt2, _ = optimal_bottleneck(cost, sp2)
+            tail = w2[-min(40, len(w2)):]
+            swap = {"slow_rank": slow2, "moves": dom.moves - m0,
+                    "steps_to_last_move": (mv[-1]["step"] - s0) if mv else None,
+                    "cuts": dom.cuts.tolist(),
+                    "pred_s": part.bottleneck(cost, sp2, dom.cuts) * spp,
+                    "discrete_opt_s": opt2 * spp, "ideal_s": ideal,
+                    "last40_step_s": st(tail), "step_s": w2.tolist(),
+                    "data_ok": check_data(dom)}
+        r = {"step_s": st(w), "throughput_s": tp, "cuts": cuts, "pred_s": pred,
              "cuts_equal_oracle": cuts == oracle_cuts.tolist(),
-             "max_plane_diff_vs_oracle": int(np.abs(dom.cuts - oracle_cuts).max()),
-             "moves_settle": moves_settle, "moves_timed": dom.moves - moves_settle,
+             "max_plane_diff_vs_oracle": plane_diff,
+             "moves_settle": moves_settle, "moves_timed": moves_timed,
              "last_move_step": moved[-1]["step"] if moved else None,
              "move_seconds": [h["seconds"] for h in moved],
              "settle_s": settle_s, "settle_step_s": w_settle.tolist(),
              "speeds_forecast": (dom.monitor.speeds() * spp).tolist(),
              "compute_median_s": comp, "checks": len(bal.history),
              "monitor_overhead": mpi.allreduce(dom.monitor.overhead(), op=MPI.MAX),
-             "data_ok": check_data(dom),
-             "log": [{k: h.get(k) for k in ("step", "cuts", "new_cuts", "imbalance", "loss",
+             "data_ok": check_data(dom), "swap": swap,
+             "log": [{k: h.get(k) for k in ("step", "cuts", "proposed", "stale", "imbalance", "loss",
                                             "move_cost", "gain", "moved", "seconds")}
                      for h in bal.history]}
         reps.append(r)
@@ -284,6 +309,12 @@ def main():
             f"moves {moves_settle}+{r['moves_timed']}, last move at step "
             f"{r['last_move_step']}, cuts {cuts} (oracle {oracle_cuts.tolist()}), "
             f"data ok {r['data_ok']}")
+        if swap:
+            log(f"  slow rank {slow_rank} -> {swap['slow_rank']}: {swap['moves']} move(s), last "
+                f"{swap['steps_to_last_move']} steps after the change, last 40 steps "
+                f"{swap['last40_step_s']['median'] * 1e3:.2f} ms (ideal {ideal * 1e3:.2f}, "
+                f"cuts predict {swap['pred_s'] * 1e3:.2f}, best {swap['discrete_opt_s'] * 1e3:.2f})"
+                f", data ok {swap['data_ok']}")
         dom.close()
     res["balanced_runs"] = reps
     meds = [r["step_s"]["median"] for r in reps]
