@@ -147,7 +147,7 @@ def test_cuts_follow_a_speed_change_one_check_after_it_is_seen():
         for step in range(change + 200):
             slow = np.ones(W.size)
             slow[-1 if step < change else 0] = 3.0
-            bal.record(dom.n * slow[dom.rank] * 1e-6)
+            bal.record(dom.n * slow[dom.rank] * 1e-5)
             bal.check()
         before = [h for h in bal.history if h["step"] <= change]
         after = [h for h in bal.history if h["step"] > change]
