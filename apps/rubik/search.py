@@ -152,24 +152,11 @@ def _replay_solved(rcp, rco, rep, reo, mv, sp, m, mcp, mco, mep, meo):
     co = rco.copy()
     ep = rep.copy()
     eo = reo.copy()
-    ncp = np.empty(8, np.int64)
-    nco = np.empty(8, np.int64)
-    nep = np.empty(12, np.int64)
-    neo = np.empty(12, np.int64)
-    for k in range(1, sp + 2):
-        mm = mv[k] if k <= sp else m
-        for i in range(8):
-            j = mcp[mm, i]
-            ncp[i] = cp[j]
-            nco[i] = (co[j] + mco[mm, i]) % 3
-        for i in range(12):
-            j = mep[mm, i]
-            nep[i] = ep[j]
-            neo[i] = (eo[j] + meo[mm, i]) & 1
-        cp[:] = ncp
-        co[:] = nco
-        ep[:] = nep
-        eo[:] = neo
+    moves = np.empty(sp + 1, np.int64)
+    for k in range(1, sp + 1):
+        moves[k - 1] = mv[k]
+    moves[sp] = m
+    _apply_cubies(cp, co, ep, eo, moves, mcp, mco, mep, meo)
     for i in range(8):
         if cp[i] != i or co[i] != 0:
             return False
