@@ -133,12 +133,17 @@ def test_halo_honours_emulated_link_latency():
 
 
 @pytest.mark.mpi(min_size=2)
-def test_cuts_follow_a_speed_change_one_check_after_it_is_seen():
-    """Synthetic times (1 us per plane, so the checks thin out while the cuts hold): the 3x
+def test_cuts_follow_a_speed_change_within_two_checks_of_seeing_it():
+    """Synthetic times (10 us per plane, so the checks thin out while the cuts hold): the 3x
     slower rank moves from the last rank to the first after the cuts settled. The forecasts
     lag such a step change; the first check that sees it finds them stale (measured times
     > 25 % off), proposes from the window's own speeds and checks again ``every`` steps
-    later, which confirms and moves. Before the change: one move, no stale check."""
+    later. That first window may still hold mostly steps from before the change (how long it
+    is depends on the measured cost of checks, which a loaded machine inflates), so its
+    proposal can be too weak to move; then the next window, all after the change, proposes
+    and the one after confirms. Either way the cuts move within two checks, ``2 * every``
+    steps, of the first stale one -- not after the doubling interval of a settled run.
+    Before the change: one move, no stale check."""
     def body():
         nz, every, change = 120, 5, 300
         dom = SlabDomain(W, (nz, 2, 2))
@@ -154,8 +159,10 @@ def test_cuts_follow_a_speed_change_one_check_after_it_is_seen():
         assert sum(h["moved"] for h in before) == 1
         assert not any(h["stale"] for h in before[2:])
         seen = next(i for i, h in enumerate(after) if h["stale"])
-        assert after[seen + 1]["moved"], [(h["step"], h["stale"], h["moved"]) for h in after]
-        assert after[seen + 1]["step"] - after[seen]["step"] <= every + 1
+        trace = [(h["step"], h["stale"], h["moved"]) for h in after]
+        moved = next((i for i, h in enumerate(after) if h["moved"]), None)
+        assert moved is not None and seen < moved <= seen + 2, trace
+        assert after[moved]["step"] - after[seen]["step"] <= 2 * (every + 1), trace
         ideal = nz * (1 / slow) / (1 / slow).sum()
         assert np.all(np.abs(np.diff(dom.cuts) - ideal) <= 1.0), (dom.cuts, ideal)
         assert sum(h["moved"] for h in after) <= 2
