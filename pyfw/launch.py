@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 
 __all__ = ["find_mpiexec", "mpiexec_argv", "mpi_env", "run", "kill_job", "main"]
@@ -70,30 +71,73 @@ def mpi_env(base: dict | None = None, nprocs: int = 1) -> dict:
     return env
 
 
+#: stderr of an mpiexec that failed before starting any rank (a transient launcher fault,
+#: seen on loaded machines and in other projects' CI): such a launch is safely retried
+STARTUP_FAILURES = ("PMIx server's listener thread failed to start",)
+
+
 def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: bool = False,
         extra: list[str] | None = None, env: dict | None = None, capture: bool = False,
-        cwd: str | None = None) -> subprocess.CompletedProcess:
+        cwd: str | None = None, launch_retries: int = 2) -> subprocess.CompletedProcess:
     """Run ``command`` under mpiexec; kill the whole job if it outlives ``timeout`` seconds.
 
     Returns the CompletedProcess; on timeout its ``returncode`` is ``TIMEOUT_STATUS`` and
-    ``timed_out`` is True. Output goes to the terminal unless ``capture`` is set.
+    ``timed_out`` is True. Output goes to the terminal unless ``capture`` is set. A launch
+    that fails before any rank started (:data:`STARTUP_FAILURES`) is retried up to
+    ``launch_retries`` times; each attempt has the full ``timeout``.
     """
     argv = mpiexec_argv(nprocs, command, ft=ft, extra=extra)
     full_env = mpi_env(env, nprocs)
-    pipe = subprocess.PIPE if capture else None
-    proc = subprocess.Popen(argv, env=full_env, stdout=pipe, stderr=pipe, text=True,
-                            cwd=cwd, start_new_session=True)
+    for attempt in range(launch_retries + 1):
+        result = _run_once(argv, full_env, timeout, capture, cwd)
+        if (result.timed_out or result.returncode == 0 or attempt == launch_retries
+                or not any(m in (result.stderr or "") for m in STARTUP_FAILURES)):
+            break
+        print(f"pyfw-run: mpiexec failed to start the job (launcher fault); retrying "
+              f"({attempt + 1}/{launch_retries})", file=sys.stderr, flush=True)
+        time.sleep(0.5 * (attempt + 1))
+    if not capture:
+        result.stderr = None   # it went to the terminal
+    return result
+
+
+def _run_once(argv, env, timeout, capture, cwd) -> subprocess.CompletedProcess:
+    """One launch. stderr is always read (to spot launcher faults); without ``capture`` it
+    is copied to our stderr as it comes."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE if capture else None,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            start_new_session=True)
+    errs: list[str] = []
+    tee = None
+    if not capture:
+        def forward():
+            for line in proc.stderr:
+                errs.append(line)
+                sys.stderr.write(line)
+                sys.stderr.flush()
+        tee = threading.Thread(target=forward, daemon=True)
+        tee.start()
     timed_out = False
+    out = err = None
     try:
-        out, err = proc.communicate(timeout=timeout)
+        if capture:
+            out, err = proc.communicate(timeout=timeout)
+        else:
+            proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         kill_job(proc)
-        out, err = proc.communicate()
+        if capture:
+            out, err = proc.communicate()
+        else:
+            proc.wait()
     except BaseException:
         kill_job(proc)
-        proc.communicate()
+        proc.communicate() if capture else proc.wait()
         raise
+    if tee is not None:
+        tee.join(timeout=10)
+        err = "".join(errs)
     result = subprocess.CompletedProcess(argv, TIMEOUT_STATUS if timed_out else proc.returncode,
                                          out, err)
     result.timed_out = timed_out

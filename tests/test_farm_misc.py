@@ -63,3 +63,41 @@ def test_launcher_flags(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     argv = launch.mpiexec_argv(2, ["python"])
     assert "--allow-run-as-root" not in argv and "--oversubscribe" not in argv
+
+
+def _fake_mpiexec(tmp_path, failures, message):
+    """An 'mpiexec' that fails at start-up ``failures`` times with ``message``, then runs
+    its command; it counts its calls in a file."""
+    count = tmp_path / "calls"
+    script = tmp_path / "mpiexec"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n"
+        f"if [ $n -le {failures} ]; then echo \"{message}\" >&2; exit 213; fi\n"
+        "while [ \"$1\" != \"--\" ]; do shift; done; shift; exec \"$@\"\n")
+    script.chmod(0o755)
+    return str(script), count
+
+
+def test_launcher_retries_a_start_up_fault_only(tmp_path, monkeypatch):
+    fake, count = _fake_mpiexec(tmp_path, 1, launch.STARTUP_FAILURES[0])
+    monkeypatch.setenv("PYFW_MPIEXEC", fake)
+    # the fake drops mpiexec's own flags up to a "--" we put before the command
+    res = launch.run(2, ["--", "sh", "-c", "echo ran"], timeout=30, capture=True)
+    assert res.returncode == 0 and res.stdout.strip() == "ran" and count.read_text() == "2\n"
+
+    fake, count = _fake_mpiexec(_fresh(tmp_path, "b"), 5, launch.STARTUP_FAILURES[0])
+    monkeypatch.setenv("PYFW_MPIEXEC", fake)
+    res = launch.run(2, ["--", "true"], timeout=30, capture=True, launch_retries=2)
+    assert res.returncode == 213 and count.read_text() == "3\n"     # gives up after 2 retries
+
+    fake, count = _fake_mpiexec(_fresh(tmp_path, "c"), 1, "some rank failed")
+    monkeypatch.setenv("PYFW_MPIEXEC", fake)
+    res = launch.run(2, ["--", "true"], timeout=30)                  # a real failure: no retry
+    assert res.returncode == 213 and count.read_text() == "1\n"
+
+
+def _fresh(tmp_path, name):
+    d = tmp_path / name
+    d.mkdir()
+    return d
