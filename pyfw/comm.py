@@ -21,8 +21,11 @@ the payload, never in the tag (``MPI_TAG_UB`` can be as low as 32767).
 """
 from __future__ import annotations
 
+import atexit
+import math
 import os
 import pickle
+import signal
 import time
 from typing import Any
 
@@ -31,8 +34,8 @@ from mpi4py import MPI
 
 from .errors import CommTimeout, PeerFailure
 
-__all__ = ["Comm", "Backoff", "DeferredSend", "testall", "waitall", "ANY_SOURCE", "ANY_TAG",
-           "world"]
+__all__ = ["Comm", "Backoff", "DeferredSend", "testall", "waitall", "bound_finalize",
+           "ANY_SOURCE", "ANY_TAG", "world"]
 
 ANY_SOURCE = MPI.ANY_SOURCE
 ANY_TAG = MPI.ANY_TAG
@@ -354,6 +357,8 @@ class Comm:
             group.Free()
         new = {r for r in ranks if r >= 0} - self.failed
         self.failed |= new
+        if new:
+            bound_finalize()
         return new
 
     def _drop_failed_sends(self) -> None:
@@ -434,6 +439,34 @@ def waitall(reqs, timeout: float | None = None) -> None:
             raise CommTimeout(f"{sum(not r.Test() for r in reqs)} of {len(reqs)} request(s) "
                               f"not complete within {timeout:g} s")
         backoff.sleep()
+
+
+_FINALIZE_BOUND = False
+
+
+def bound_finalize(grace: float | None = None) -> None:
+    """After a process failure, do not let ``MPI_Finalize`` wait for ever.
+
+    Under ULFM, Open MPI 5's finalize can block on the dead process (a PMIx fence that
+    includes it; open-mpi/ompi#11404, seen here in about 1 run in 10-30 after a worker was
+    SIGKILLed). Call this on every surviving rank once a failure is known: at interpreter
+    exit (before mpi4py's ``MPI_Finalize``) it arms ``SIGALRM`` with its default action, so a
+    finalize still stuck after ``grace`` seconds (``$PYFW_FINALIZE_GRACE``, default 15) ends
+    the process. Results must already be written -- they are, since this runs at exit.
+    """
+    global _FINALIZE_BOUND
+    if _FINALIZE_BOUND or not hasattr(signal, "alarm"):
+        return
+    _FINALIZE_BOUND = True
+    if grace is None:
+        grace = float(os.environ.get("PYFW_FINALIZE_GRACE", "15"))
+    seconds = max(1, int(math.ceil(grace)))
+
+    def arm():
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(seconds)
+
+    atexit.register(arm)
 
 
 def world() -> Comm:

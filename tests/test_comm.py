@@ -128,3 +128,19 @@ def test_delivery_shaper_holds_buffer_sends_without_blocking_the_sender():
     assert all(c.mpi.allgather(verdict))
     c.mpi.Barrier()
     c.free()
+
+
+def test_bound_finalize_ends_a_stuck_exit():
+    """A finalize that blocks (stand-in: an exit handler that sleeps 30 s, running after the
+    bound is armed) ends by SIGALRM after the grace period instead of hanging."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    code = ("import atexit, time; atexit.register(time.sleep, 30); "
+            "from pyfw.comm import bound_finalize; bound_finalize(1); print('done')")
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert res.stdout.strip() == "done"
+    assert res.returncode == -signal.SIGALRM and time.monotonic() - t0 < 20

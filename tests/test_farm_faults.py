@@ -18,10 +18,11 @@ JOB = os.path.join(HERE, "farm_job.py")
 def run_job(tmp_path, mode, nprocs=4, extra=(), timeout=45, env=None, attempts=2):
     """Run a fault job under ULFM (a few seconds normally) and return its JSON summary.
 
-    Rarely (about 1 run in 30 here) a job whose ranks died stalls *after* the master has
-    written its results, while the survivors shut down inside Open MPI; the deadline then
-    kills it and the results are checked all the same. A job that stalls before writing
-    its results is tried once more; two such stalls fail the test.
+    Rarely (about 1 run in 30-50 here) the survivors of a job whose ranks died block in
+    ``MPI_Finalize`` (open-mpi/ompi#11404) *after* the master has written its results; they
+    bound it (``pyfw.comm.bound_finalize``, 15 s), and should the deadline still strike, the
+    results are checked all the same. A job that stalls before writing its results is tried
+    once more; two such stalls fail the test.
     """
     out = tmp_path / f"{mode}.json"
     for attempt in range(attempts):

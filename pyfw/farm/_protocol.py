@@ -14,7 +14,9 @@ master -> worker, tag CTRL:
     ("cancel", rid)                     drop queued chunks of round rid, flag the running one
     ("skip", [cid, ...])                drop (or stop) these chunks: their twins finished
     ("ping", t)                         answer with ("pong", t)
-    ("stop", reason or None)            leave the serve loop (reason: the master's error)
+    ("stop", reason or None, failed)    leave the serve loop (reason: the master's error;
+                                        failed: ranks known dead, so the worker bounds its
+                                        MPI_Finalize, see pyfw.comm.bound_finalize)
 worker -> master, tag DONE:
     (cid, rid, ids, values, errors, stats, status)
         ids/values: the tasks completed, in order; errors: [(position, error_info), ...]

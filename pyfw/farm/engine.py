@@ -373,9 +373,10 @@ class Engine:
 
     def shutdown(self, reason: str | None = None) -> None:
         """Tell every live worker to leave its serve loop (``reason``: the master's error)."""
+        failed = sorted(self.comm.failed)
         for w in self.alive_workers():
             try:
-                self.comm.isend(("stop", reason), w.rank, P.CTRL)
+                self.comm.isend(("stop", reason, failed), w.rank, P.CTRL)
             except PeerFailure:
                 pass
         try:

@@ -15,7 +15,7 @@ import time
 import traceback
 from collections import deque
 
-from ..comm import Backoff, Comm
+from ..comm import Backoff, Comm, bound_finalize
 from ..errors import PeerFailure, TaskSerializationError
 from . import _protocol as P
 from .task import Context
@@ -75,6 +75,8 @@ class _Worker:
             self.comm.isend(("pong", msg[1]), self.master, P.CTRL)
         elif kind == "stop":
             self.stopping, self.stop_reason = True, msg[1]
+            if len(msg) > 2 and msg[2]:   # ranks died in this job: finalize may block on them
+                bound_finalize()
 
     def drop(self, match) -> None:
         keep = deque()
