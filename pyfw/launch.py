@@ -103,18 +103,29 @@ def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: b
 
 def _run_once(argv, env, timeout, capture, cwd) -> subprocess.CompletedProcess:
     """One launch. stderr is always read (to spot launcher faults); without ``capture`` it
-    is copied to our stderr as it comes."""
+    is copied to our stderr as it comes (raw chunks, so ``\\r`` progress lines are not held
+    back), keeping only its last 64 KiB."""
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE if capture else None,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            stderr=subprocess.PIPE, text=capture, cwd=cwd,
                             start_new_session=True)
-    errs: list[str] = []
+    tail = bytearray()
     tee = None
     if not capture:
         def forward():
-            for line in proc.stderr:
-                errs.append(line)
-                sys.stderr.write(line)
-                sys.stderr.flush()
+            fd = proc.stderr.fileno()
+            sink = getattr(sys.stderr, "buffer", None)
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                tail.extend(chunk)
+                del tail[:-65536]
+                if sink is not None:
+                    sink.write(chunk)
+                    sink.flush()
+                else:
+                    sys.stderr.write(chunk.decode(errors="replace"))
+                    sys.stderr.flush()
         tee = threading.Thread(target=forward, daemon=True)
         tee.start()
     timed_out = False
@@ -137,7 +148,7 @@ def _run_once(argv, env, timeout, capture, cwd) -> subprocess.CompletedProcess:
         raise
     if tee is not None:
         tee.join(timeout=10)
-        err = "".join(errs)
+        err = bytes(tail).decode(errors="replace")
     result = subprocess.CompletedProcess(argv, TIMEOUT_STATUS if timed_out else proc.returncode,
                                          out, err)
     result.timed_out = timed_out
