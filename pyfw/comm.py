@@ -426,9 +426,10 @@ def testall(reqs) -> bool:
     return done
 
 
-def waitall(reqs, timeout: float | None = None) -> None:
+def waitall(reqs, timeout: float | None = None, what: str | None = None) -> None:
     """Complete ``reqs`` (MPI requests and/or :class:`DeferredSend`), polling with a capped
-    backoff; :class:`pyfw.errors.CommTimeout` after ``timeout`` seconds."""
+    backoff (no busy core when ranks outnumber cores); :class:`pyfw.errors.CommTimeout`
+    after ``timeout`` seconds, saying ``what`` was not complete."""
     if not any(isinstance(r, DeferredSend) for r in reqs) and timeout is None:
         MPI.Request.Waitall(reqs)
         return
@@ -436,8 +437,8 @@ def waitall(reqs, timeout: float | None = None) -> None:
     backoff = Backoff(1e-6, 2e-4)
     while not testall(reqs):
         if deadline is not None and time.monotonic() > deadline:
-            raise CommTimeout(f"{sum(not r.Test() for r in reqs)} of {len(reqs)} request(s) "
-                              f"not complete within {timeout:g} s")
+            what = what or f"{sum(not r.Test() for r in reqs)} of {len(reqs)} request(s)"
+            raise CommTimeout(f"{what} not complete within {timeout:g} s")
         backoff.sleep()
 
 

@@ -19,12 +19,9 @@ real one would -- to within one interior chunk, the spacing of the tests.
 """
 from __future__ import annotations
 
-import time
-
 from mpi4py import MPI
 
-from ..comm import Backoff, testall
-from ..errors import CommTimeout
+from ..comm import testall, waitall
 
 __all__ = ["Halo"]
 
@@ -71,12 +68,6 @@ class Halo:
     def wait(self) -> None:
         """Complete the exchange, polling with a capped backoff (no busy core when ranks
         outnumber cores); :class:`pyfw.errors.CommTimeout` after ``timeout`` seconds."""
-        if not self.reqs:
-            return
-        deadline = time.monotonic() + self.timeout
-        backoff = Backoff(1e-6, 2e-4)
-        while not self.test():
-            if time.monotonic() > deadline:
-                raise CommTimeout(f"rank {self.comm.rank}: halo exchange not complete "
-                                  f"within {self.timeout:g} s")
-            backoff.sleep()
+        if self.reqs:
+            waitall(self.reqs, self.timeout, f"rank {self.comm.rank}: halo exchange")
+            self.reqs = []

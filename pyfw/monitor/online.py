@@ -65,8 +65,7 @@ import time
 
 import numpy as np
 
-from ..comm import Backoff
-from ..errors import CommTimeout
+from ..comm import waitall
 from .forecast import LinkForecast, RankSpeedForecast
 from .probes import _mpi, _pair, round_robin
 from .stats import hockney_fit, summarize
@@ -242,15 +241,8 @@ class OnlineMonitor:
         return out
 
     def _wait(self, req) -> None:
-        if req.Test():
-            return
-        deadline = time.monotonic() + self.timeout
-        backoff = Backoff(1e-6, 2e-4)
-        while not req.Test():
-            if time.monotonic() > deadline:
-                raise CommTimeout(f"rank {self.rank}: monitor exchange not complete within "
-                                  f"{self.timeout:g} s (a rank is stuck or dead)")
-            backoff.sleep()
+        waitall([req], self.timeout,
+                f"rank {self.rank}: monitor exchange (a rank is stuck or dead?)")
 
     def _update(self, allrec: np.ndarray) -> bool:
         """Feed the gathered records to the banks (same order on every rank); True if every
