@@ -8,7 +8,7 @@ import pytest
 
 import test_rubik_naive as naive
 from apps.rubik import coords as C
-from apps.rubik import korf, reid
+from apps.rubik import huge, korf, reid
 from apps.rubik.cache import load_or_build
 from apps.rubik.cube import MOVE_CUBES, Cube
 from apps.rubik.symmetry import UD_SYMS, axis_cube, conjugate
@@ -35,11 +35,15 @@ def test_coordinate_round_trips():
     for r in range(C.N_SLICE):
         C._slice_unrank(r, e)
         assert sorted(e) == list(range(12)) and C._slice_rank(e) == r
+    for r in range(C.N_SSLICE):
+        C._sslice_unrank(r, e)
+        assert sorted(e) == list(range(12)) and C._sslice_rank(e) == r
     p = np.empty(6, np.int64)
     for r in range(0, C.N_E6, 97):
         C._e6_unrank(r, p)
         assert len(set(p.tolist())) == 6 and C._e6_rank(p) == r
     assert C.cp_coord(Cube.solved()) == 0 and C.slice_coord(Cube.solved()) == C.SLICE_SOLVED
+    assert C.sslice_coord(Cube.solved()) == C.SSLICE_SOLVED
 
 
 def test_move_tables_agree_with_cubie_moves():
@@ -52,6 +56,7 @@ def test_move_tables_agree_with_cubie_moves():
             assert t["twist"][C.twist_coord(c), m] == C.twist_coord(d)
             assert t["flip"][C.flip_coord(c), m] == C.flip_coord(d)
             assert t["slice"][C.slice_coord(c), m] == C.slice_coord(d)
+            assert t["sslice"][C.sslice_coord(c), m] == C.sslice_coord(d)
             for edges in (C.EDGES_A, C.EDGES_B):
                 r, f = C.e6_coord(c, edges)
                 r2, f2 = C.e6_coord(d, edges)
@@ -217,3 +222,80 @@ def test_cache_detects_missing_stale_and_corrupt_tables(tmp_path):
     assert meta["version"] == 2 and meta["nbytes"] == 1000 and len(meta["blake2b"]) == 40
     c, st = load_or_build("t", 2, {"n": 1000}, build, d)
     assert st == "cached" and np.array_equal(c, np.arange(1000).astype(np.uint8))
+
+
+# ---------------------------------------------------------------- the huge (sorted-slice) table
+def test_sorted_slice_symmetry_classes():
+    t = huge.class_tables()      # asserts 788 orbits and 1,523,864 classes (Kociemba)
+    assert t["cls2"].shape == (huge.N_ORBITS, 2048) and t["cls2"].nbytes < 8 << 20
+    assert len(t["rep_sl"]) == huge.N_CLASSES and (t["stab"] & 1).all()
+    # every 16th (sorted slice, flip) pair, by explicit conjugation
+    assert huge.check_class_tables(step=16) == 0
+    # the representatives are distinct and each is its own class with the identity
+    codes = t["rep_sl"].astype(np.int64) * 2048 + t["rep_fl"]
+    assert len(np.unique(codes)) == huge.N_CLASSES
+
+
+def _raw_sorted_bfs(depth):
+    """Raw (flip, sorted slice, twist) BFS with the move tables: {code: distance}."""
+    t = C.move_tables()
+    code = lambda f, s, w: (w * 11880 + s) * 2048 + f     # noqa: E731
+    start = code(0, C.SSLICE_SOLVED, 0)
+    seen = {start: 0}
+    front = np.array([start], np.int64)
+    for d in range(1, depth + 1):
+        f, rest = front % 2048, front // 2048
+        s, w = rest % 11880, rest // 11880
+        nxt = np.unique(np.concatenate([
+            code(t["flip"][f, m].astype(np.int64), t["sslice"][s, m].astype(np.int64),
+                 t["twist"][w, m].astype(np.int64)) for m in range(18)]))
+        new = nxt[~np.isin(nxt, np.fromiter(seen.keys(), np.int64))]
+        for k in new.tolist():
+            seen[k] = d
+        front = new
+    return seen
+
+
+def _huge_lookup(table, codes):
+    t = huge.class_tables()
+    f, rest = codes % 2048, codes // 2048
+    s, w = rest % 11880, rest // 11880
+    w1 = t["srep"][s].astype(np.int64)
+    s1 = w1 & 15
+    v = t["cls2"][w1 >> 4, t["fperm"][s1, f] ^ t["sxor"][s]].astype(np.int64)
+    idx = (v >> 4) * 2187 + t["tconj"][w, t["symmul"][v & 15, s1]]
+    return korf.unpack4(table[idx >> 1], idx.size * 2).reshape(-1, 2)[np.arange(idx.size), idx & 1]
+
+
+def test_huge_table_matches_a_raw_unreduced_bfs():
+    h = naive.heuristic("huge").tables          # skipped unless cached
+    raw = _raw_sorted_bfs(5)
+    codes = np.fromiter(raw.keys(), np.int64)
+    assert np.array_equal(_huge_lookup(h.table, codes), np.fromiter(raw.values(), np.int64))
+    rng = np.random.default_rng(0)
+    sample = rng.integers(0, 2048 * 11880 * 2187, 50000)
+    sample = sample[~np.isin(sample, codes)]
+    assert (_huge_lookup(h.table, sample) >= 6).all()
+    # one move changes the distance by at most one (what the search's lazy lookups assume)
+    t = C.move_tables()
+    f, rest = sample % 2048, sample // 2048
+    s, w = rest % 11880, rest // 11880
+    v = _huge_lookup(h.table, sample).astype(np.int64)
+    for m in range(18):
+        nb = (t["twist"][w, m].astype(np.int64) * 11880 + t["sslice"][s, m]) * 2048 + t["flip"][f, m]
+        assert (np.abs(_huge_lookup(h.table, nb).astype(np.int64) - v) <= 1).all()
+
+
+def test_huge_lookup_is_invariant_under_the_16_symmetries_and_bounds_phase1():
+    h = naive.heuristic("huge").tables          # skipped unless cached
+    p1 = naive.heuristic("phase1").tables
+    rng = random.Random(6)
+    for seed in range(6):
+        c = Cube.from_moves([rng.randrange(18) for _ in range(rng.randrange(3, 14))])
+        want = h.axis_h(c, 0)
+        for s in UD_SYMS:
+            assert h.axis_h(conjugate(c, s), 0) == want
+        assert h.axis_h(c, 2) == h.axis_h(axis_cube(c, 2), 0)
+        # the sorted-slice goal is a subgroup of the phase-1 goal: never closer
+        for a in range(3):
+            assert h.axis_h(c, a) >= p1.axis_h(c, a) or p1.axis_h(c, a) > naive.TRUNCATED_DEPTH

@@ -22,10 +22,15 @@ def parser():
     src.add_argument("--facelets", help="54 stickers in URFDLB face order")
     src.add_argument("--random", nargs="?", const=-1, type=int, metavar="SEED",
                      help="a uniformly random position (optional seed)")
+    src.add_argument("--build-tables", action="store_true",
+                     help="build (or verify) the tables of --heuristic in the cache and exit "
+                          "(e.g. once before a batch job)")
     p.add_argument("--prove-depth", type=int, metavar="D",
                    help="prove that no solution of at most D moves exists (or find one)")
     p.add_argument("--all", action="store_true", help="find every optimal (canonical) solution")
-    p.add_argument("--heuristic", choices=sorted(HEURISTICS), default=DEFAULT_HEURISTIC)
+    p.add_argument("--heuristic", choices=sorted(HEURISTICS), default=DEFAULT_HEURISTIC,
+                   help="; ".join(f"{k}: {v}" for k, v in HEURISTICS.items()) +
+                   f" (default {DEFAULT_HEURISTIC})")
     p.add_argument("--split", default="2", help="frontier depth for workers, or 'adaptive'")
     p.add_argument("--cache-dir", help="table cache directory (default $PYFW_RUBIK_CACHE or "
                                        "~/.cache/pyfw/rubik)")
@@ -81,6 +86,14 @@ def main(argv=None, out=None):
     if args.prove_depth is not None and not 0 <= args.prove_depth <= MAX_DEPTH:
         print(f"error: --prove-depth must be 0..{MAX_DEPTH}", file=sys.stderr)
         return 2
+    if args.build_tables:
+        t0 = time.perf_counter()
+        h = Heuristic(args.heuristic, args.cache_dir, progress=True,
+                      log=lambda m: print(m, file=sys.stderr, flush=True))
+        for name, status in h.status.items():
+            print(f"table {name}: {status}", file=out)
+        print(f"heuristic {args.heuristic} ready in {time.perf_counter() - t0:.1f} s", file=out)
+        return 0
     try:
         cube = check_cube(_cube(args))
     except InvalidCubeError as e:

@@ -9,6 +9,7 @@ corner perm  cp    8! = 40,320          Lehmer rank of the corner permutation
 twist              3^7 = 2,187          base-3 digits of co[0..6]
 flip               2^11 = 2,048         base-2 digits of eo[0..10]
 slice              C(12,4) = 495        the positions of the 4 UD-slice edges
+sorted slice       12P4 = 11,880        where each UD-slice edge (FR FL BL BR) is
 edges6 (ranked)    12P6 = 665,280       ordered positions of 6 tracked edges
 =================  ==================  ========================================
 
@@ -21,6 +22,7 @@ from numba import njit
 from .cube import MOVE_CUBES, N_MOVES
 
 N_CP, N_TWIST, N_FLIP, N_SLICE, N_E6 = 40320, 2187, 2048, 495, 665280
+N_SSLICE = 11880
 EDGES_A = (0, 1, 2, 3, 4, 5)      # UR UF UL UB DR DF
 EDGES_B = (6, 7, 8, 9, 10, 11)    # DL DB FR FL BL BR
 
@@ -171,6 +173,39 @@ def _e6_unrank(r, pos):
     _partial_perm_unrank(r, 12, 6, pos)
 
 
+@njit(cache=True)
+def _sslice_rank(ep):
+    """Rank of the ordered positions of edges 8, 9, 10, 11 (mixed radix 12*11*10*9)."""
+    pos = np.empty(4, np.int64)
+    for p in range(12):
+        if ep[p] >= 8:
+            pos[ep[p] - 8] = p
+    r = 0
+    for k in range(4):
+        c = pos[k]
+        for j in range(k):
+            if pos[j] < pos[k]:
+                c -= 1
+        r = r * (12 - k) + c
+    return r
+
+
+@njit(cache=True)
+def _sslice_unrank(r, out):
+    """Some edge permutation whose slice edges 8..11 sit where the rank ``r`` says."""
+    pos = np.empty(4, np.int64)
+    _partial_perm_unrank(r, 12, 4, pos)
+    for p in range(12):
+        out[p] = -1
+    for k in range(4):
+        out[pos[k]] = 8 + k
+    nxt = 0
+    for p in range(12):
+        if out[p] < 0:
+            out[p] = nxt
+            nxt += 1
+
+
 # ---------------------------------------------------------------- move-table kernels
 @njit(cache=True)
 def _cp_table(mcp):
@@ -229,6 +264,20 @@ def _slice_table(mep):
 
 
 @njit(cache=True)
+def _sslice_table(mep):
+    t = np.empty((N_SSLICE, N_MOVES), np.int16)
+    a = np.empty(12, np.int64)
+    b = np.empty(12, np.int64)
+    for r in range(N_SSLICE):
+        _sslice_unrank(r, a)
+        for m in range(N_MOVES):
+            for i in range(12):
+                b[i] = a[mep[m, i]]
+            t[r, m] = _sslice_rank(b)
+    return t
+
+
+@njit(cache=True)
 def _e6_tables(mep, meo):
     """Position-rank table and flip-xor table of 6 tracked edges (shared by any 6 edges:
     a piece at position p goes to dest[p] and gains the flip meo[dest[p]])."""
@@ -270,6 +319,10 @@ def slice_coord(c):
     return int(_slice_rank(c.ep.astype(np.int64)))
 
 
+def sslice_coord(c):
+    return int(_sslice_rank(c.ep.astype(np.int64)))
+
+
 def e6_coord(c, edges):
     """(position rank, 6 flip bits) of the given 6 edges."""
     ep = c.ep.tolist()
@@ -287,6 +340,7 @@ CP_SOLVED = 0
 TWIST_SOLVED = 0
 FLIP_SOLVED = 0
 SLICE_SOLVED = int(_slice_rank(np.arange(12, dtype=np.int64)))
+SSLICE_SOLVED = int(_sslice_rank(np.arange(12, dtype=np.int64)))
 E6A_SOLVED = int(_e6_rank(np.array(EDGES_A, np.int64)))
 E6B_SOLVED = int(_e6_rank(np.array(EDGES_B, np.int64)))
 
@@ -301,5 +355,6 @@ def move_tables():
         _TABLES["twist"] = _twist_table(mcp, mco)
         _TABLES["flip"] = _flip_table(mep, meo)
         _TABLES["slice"] = _slice_table(mep)
+        _TABLES["sslice"] = _sslice_table(mep)
         _TABLES["e6"], _TABLES["e6x"] = _e6_tables(mep, meo)
     return _TABLES

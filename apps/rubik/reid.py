@@ -306,6 +306,9 @@ class ReidTables:
     """The packed phase-1 table plus the symmetry and move tables the search needs."""
 
     name = "reid"
+    slice_move = "slice"            # the slice coordinate's move table and solved value
+    slice_solved = SLICE_SOLVED
+    slice_coord = staticmethod(slice_coord)
 
     def __init__(self, table, status=None):
         self.table = table

@@ -192,7 +192,7 @@ def _p1_index(fl, sl, tw, ct):
 
 
 @njit(cache=True)
-def _search_reid(flipm, slicem, twm, cpm, amc, ct, tab, pc, use_pc, node, path,
+def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc, node, path,
                  kids, kidm, nk, ki, box, g0, last0, bound, budget, stats,
                  rcp, rco, rep, reo, mcp, mco, mep, meo):
     """IDA* below node[0] to ``bound`` (see the module docstring).
@@ -244,7 +244,7 @@ def _search_reid(flipm, slicem, twm, cpm, amc, ct, tab, pc, use_pc, node, path,
                     for a in range(3):
                         ma = amc[a, m]
                         if (flipm[node[L, 3 * a], ma] != 0
-                                or slicem[node[L, 3 * a + 1], ma] != SLICE_SOLVED
+                                or slicem[node[L, 3 * a + 1], ma] != slice_solved
                                 or twm[node[L, 3 * a + 2], ma] != 0):
                             ok = False
                     if ok and _replay_solved(rcp, rco, rep, reo, path, L, m, mcp, mco, mep, meo):
@@ -390,7 +390,7 @@ def root_state(tables, cube):
     row = []
     for a in range(3):
         x = axis_cube(cube, a)
-        row += [flip_coord(x), slice_coord(x), twist_coord(x)]
+        row += [flip_coord(x), tables.slice_coord(x), twist_coord(x)]
     row.append(cp_coord(cube))
     row += [UNKNOWN_H] * 4
     return np.array(row, np.int32)
@@ -446,7 +446,7 @@ def phase1_row(tables, corners, cube, prefix):
     phase-1 tables (``corners``: a KorfTables or None)."""
     row = _base_row(tables, cube).copy()
     mt = tables.moves
-    _advance_reid(row, np.asarray(prefix, np.int64), mt["flip"], mt["slice"], mt["twist"],
+    _advance_reid(row, np.asarray(prefix, np.int64), mt["flip"], mt[tables.slice_move], mt["twist"],
                   mt["cp"], AXIS_MOVE_CONJ)
     pc = corners.corners if corners is not None else _NO_TABLE
     h = int(_reid_row_h(row, tables.small + (tables.tconj,), tables.table, pc,
@@ -538,7 +538,8 @@ class SubtreeSearch:
                                   t.edges_a, t.edges_b, *args)
         else:
             pc = self.corners.corners if self.corners is not None else _NO_TABLE
-            status = _search_reid(mt["flip"], mt["slice"], mt["twist"], mt["cp"], AXIS_MOVE_CONJ,
+            status = _search_reid(mt["flip"], mt[t.slice_move], t.slice_solved, mt["twist"],
+                                  mt["cp"], AXIS_MOVE_CONJ,
                                   t.small + (t.tconj,), t.table, pc, self.corners is not None, *args,
                                   *self._root_arrays, *_MOVE_ARRAYS)
         if status == FOUND:

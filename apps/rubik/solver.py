@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from .cube import Cube, InvalidCubeError, format_moves
+from .huge import HugeTables
 from .korf import KorfTables
 from .reid import ReidTables
 from .search import DONE, FOUND, MAX_DEPTH, SubtreeSearch
@@ -17,6 +18,8 @@ HEURISTICS = {
     "phase1": "Kociemba phase-1 distance (flip x slice x twist, 16 symmetries) on 3 axes, "
               "de Bondt +1 (70 MB)",
     "phase1+corners": "phase1 and Korf's corner table, max (114 MB)",
+    "huge": "phase-1 distance with the sorted UD slice (flip x sorted slice x twist, 16 "
+            "symmetries) on 3 axes, de Bondt +1 (1.67 GB; built once, a few minutes)",
     "korf": "Korf 1997: corner table and two 6-edge tables, max (87 MB)",
 }
 DEFAULT_HEURISTIC = "phase1"
@@ -37,6 +40,8 @@ class Heuristic:
         self.corners = None
         if name == "korf":
             self.tables = KorfTables.load(**kw)
+        elif name == "huge":
+            self.tables = HugeTables.load(**kw)
         else:
             self.tables = ReidTables.load(**kw)
             if name == "phase1+corners":
