@@ -59,12 +59,16 @@ def mpiexec_argv(nprocs: int, command: list[str], *, ft: bool = False,
 
 def mpi_env(base: dict | None = None, nprocs: int = 1) -> dict:
     """Environment for a job of ``nprocs`` ranks: root permission for Open MPI, unbuffered
-    Python output, and ranks that yield the CPU when they outnumber the cores."""
+    Python output without terminal escapes, and ranks that yield the CPU when they
+    outnumber the cores."""
     env = dict(os.environ if base is None else base)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # Open MPI gives ranks a pty for stdout, so numba's colorama hook believes it writes to a
+    # terminal and appends an escape sequence at exit, corrupting machine-readable output.
+    env.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
     # Ranks outnumbering cores must give the CPU away while they wait in MPI.
     if nprocs > (os.cpu_count() or 1):
         env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
