@@ -1,18 +1,20 @@
 """apps.rubik benchmarks: table builds, the study's 16-move proof, parallel speedup,
 subtree sizes with a simulated speedup, random cubes.
 
-    python benchmarks/rubik_bench.py [--repeats 3] [--quick] [--skip korf,random,...]
+    python benchmarks/rubik_bench.py [--repeats 3] [--skip korf,huge_build,random,...]
 
 Sections (each figure: median of repeats with min-max):
-  tables    build time of every table (in memory; the cache is not touched)
+  tables    build time of every table (in memory; the cache is not touched; the huge
+            table, 3.3 GB while building, once, unless --skip huge_build)
   proof     T16 = R2 U' F' D2 R F2 R' D2 B' R2 F D2 R U' F' U' (optimal 16): time and nodes
             to prove that no solution of <= 15 moves exists, serial, for each heuristic
   parallel  the same proof on pyfw.farm with 1 and 2 workers (mpiexec -n 2 / -n 3), split
             depth 2, 3 and adaptive, launches alternated
   subtrees  sizes of the depth-2 and depth-3 subtrees at bound 15 and the speedup an
             LPT simulation of 4..256 workers predicts from them
-  random    random cubes (seeds 0..N-1): time to solve optimally, or to prove that no
-            solution <= --random-limit moves exists (default 16)
+  random    random cubes (Cube.random(seed), seeds 0..N-1) solved optimally on pyfw.farm with
+            2 workers (mpiexec -n 3: the whole 2-core machine), default heuristic; time
+            includes nothing but the solve (tables loaded, JIT warm)
 Writes benchmarks/results/rubik_bench.json and rubik_*.png.
 """
 import argparse
@@ -30,13 +32,15 @@ sys.path.insert(0, ROOT)
 
 T16 = "R2 U' F' D2 R F2 R' D2 B' R2 F D2 R U' F' U'"
 
+from apps.rubik.solver import DEFAULT_HEURISTIC  # noqa: E402
+
 
 def stats(xs):
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "runs": xs}
 
 
-def bench_tables(repeats):
-    from apps.rubik import coords, korf, reid
+def bench_tables(repeats, with_huge):
+    from apps.rubik import coords, huge, korf, reid
     out = {}
     t = time.perf_counter()
     coords._TABLES.clear()
@@ -54,6 +58,15 @@ def bench_tables(repeats):
             del tab
         out[name] = dict(stats(xs), histogram=hist)
         print(f"table {name}: {out[name]['median']:.2f} s", flush=True)
+    if with_huge:
+        huge.class_tables()
+        t = time.perf_counter()
+        tab, hist = huge.build()
+        packed = huge._saturate_pack4(tab, huge.MAX_STORED)
+        out["huge"] = dict(stats([time.perf_counter() - t]), histogram=hist,
+                           bytes=int(packed.nbytes), note="one build, packing included")
+        del tab, packed
+        print(f"table huge: {out['huge']['median']:.1f} s", flush=True)
     return out
 
 
@@ -178,30 +191,55 @@ def bench_subtrees(heuristic):
     return out
 
 
-def bench_random(n, heuristic, limit):
-    """Random cubes (Cube.random(seed), seeds 0..n-1): solve optimally, or prove that no
-    solution of <= ``limit`` moves exists, whichever comes first."""
-    from apps.rubik import Cube, Heuristic, Solver
-    s = Solver(tables=Heuristic(heuristic, progress=False))
-    s.solve("R U")
+def mpi_random(heuristic, seeds, limit):
+    """Run under mpiexec: optimal solves of Cube.random(seed) on the farm; rank 0 prints
+    one RESULT line per cube (so a time-out keeps the cubes already solved)."""
+    from apps.rubik import Cube, Heuristic
+    from apps.rubik.parallel import preload, solve_parallel
+    from pyfw.farm import Farm
+    with Farm(None, setup=preload, setup_args=(heuristic,)) as farm:
+        if farm.is_master:
+            h = Heuristic(heuristic, progress=False)
+            solve_parallel("R U", farm, tables=h)                 # workers' tables, JIT
+            for seed in seeds:
+                c = Cube.random(seed)
+                t = time.perf_counter()
+                r = solve_parallel(c, farm, tables=h, max_length=limit)
+                dt = time.perf_counter() - t
+                assert r.solution is None or c.apply(r.solution).is_solved
+                print("RESULT " + json.dumps({
+                    "seed": seed, "seconds": dt, "length": r.length,
+                    "lower_bound": r.lower_bound, "moves": r.moves, "generated": r.generated,
+                    "nodes_per_s": r.generated / dt, "workers": farm.num_workers,
+                    "per_bound": [(i.bound, i.generated, i.seconds) for i in r.iterations]}),
+                    flush=True)
+
+
+def bench_random(n, heuristic, limit, timeout):
+    """Random cubes (Cube.random(seed), seeds 0..n-1) solved optimally (or proven to need
+    more than ``limit`` moves) on the farm with 2 workers, one launch for all cubes."""
+    cmd = ["pyfw-run", "-n", "3", "--timeout", str(timeout), "--", sys.executable,
+           os.path.abspath(__file__), "--mpi-random", str(n), "--heuristic", heuristic,
+           "--random-limit", str(limit)]
     cubes = []
-    for seed in range(n):
-        c = Cube.random(seed)
-        t = time.perf_counter()
-        r = s.solve(c, max_length=limit)
-        dt = time.perf_counter() - t
-        cubes.append({"seed": seed, "seconds": dt, "length": r.length, "lower_bound": r.lower_bound,
-                      "moves": r.moves, "generated": r.generated,
-                      "nodes_per_s": r.nodes_per_second,
-                      "per_bound": [(i.bound, i.generated, i.seconds) for i in r.iterations]})
-        print(f"random {seed}: {dt:.1f} s, length {r.length}, lower bound {r.lower_bound}, "
-              f"{r.generated:,} nodes", flush=True)
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT) as p:
+        for line in p.stdout:
+            if line.startswith("RESULT "):
+                c = json.loads(line[7:])
+                cubes.append(c)
+                print(f"random {c['seed']}: {c['seconds']:.1f} s, length {c['length']}, "
+                      f"{c['generated']:,} nodes, {c['nodes_per_s'] / 1e6:.1f} M nodes/s",
+                      flush=True)
     solved = [c for c in cubes if c["length"] is not None]
-    out = {"limit": limit, "heuristic": heuristic, "cubes": cubes, "solved": len(solved),
-           "seconds": stats([c["seconds"] for c in cubes])}
+    out = {"limit": limit, "heuristic": heuristic, "workers": 2, "cubes": cubes,
+           "attempted": n, "solved": len(solved),
+           "note": "seeds without a RESULT ran out of the launch's time limit"}
     if solved:
         out["solved_seconds"] = stats([c["seconds"] for c in solved])
         out["solved_length"] = stats([c["length"] for c in solved])
+        print(f"random: {len(solved)}/{n} solved, median {out['solved_seconds']['median']:.1f} s "
+              f"(max {out['solved_seconds']['max']:.1f} s), lengths "
+              f"{sorted(c['length'] for c in solved)}", flush=True)
     return out
 
 
@@ -248,25 +286,32 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip", default="")
-    ap.add_argument("--heuristic", default="phase1")
-    ap.add_argument("--random", type=int, default=3)
-    ap.add_argument("--random-limit", type=int, default=16,
+    ap.add_argument("--heuristic", default=DEFAULT_HEURISTIC,
+                    help="heuristic of the parallel, subtree and random sections")
+    ap.add_argument("--random", type=int, default=9, help="number of random cubes")
+    ap.add_argument("--random-limit", type=int, default=20,
                     help="prove no solution <= this many moves (or solve); 20 = full solves")
+    ap.add_argument("--random-timeout", type=float, default=3600,
+                    help="time limit of the launch that solves all random cubes")
     ap.add_argument("--mpi-proof", help=argparse.SUPPRESS)
+    ap.add_argument("--mpi-random", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.mpi_proof:
         return mpi_proof(args.heuristic, int(args.mpi_proof))
+    if args.mpi_random:
+        return mpi_random(args.heuristic, range(args.mpi_random), args.random_limit)
     skip = set(args.skip.split(","))
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, "rubik_bench.json")
     res = json.load(open(path)) if os.path.exists(path) else {}
     res["machine"] = {"cores": os.cpu_count(), "note": "shared 2-core VM; timings noisy"}
-    steps = [("tables", lambda: bench_tables(max(1, args.repeats - 1))),
-             ("proof", lambda: bench_proof(args.repeats, ["phase1", "phase1+corners", "korf"]
-                                           if "korf" not in skip else ["phase1", "phase1+corners"])),
+    proof_names = [k for k in ("huge", "phase1", "phase1+corners", "korf") if k not in skip]
+    steps = [("tables", lambda: bench_tables(max(1, args.repeats - 1), "huge_build" not in skip)),
+             ("proof", lambda: bench_proof(args.repeats, proof_names)),
              ("parallel", lambda: bench_parallel(args.repeats, args.heuristic)),
              ("subtrees", lambda: bench_subtrees(args.heuristic)),
-             ("random", lambda: bench_random(args.random, args.heuristic, args.random_limit))]
+             ("random", lambda: bench_random(args.random, args.heuristic, args.random_limit,
+                                             args.random_timeout))]
     for name, fn in steps:
         if name in skip:
             continue

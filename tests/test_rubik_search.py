@@ -201,7 +201,8 @@ def test_prove_mode_and_cancellation(certified):
 
 def test_cli_json_and_text(monkeypatch):
     out = io.StringIO()
-    assert main(["--scramble", "R U2 F' L", "--json", "--table-depth", "5", "--serial"], out=out) == 0
+    assert main(["--scramble", "R U2 F' L", "--json", "--table-depth", "5", "--serial",
+                 "--heuristic", "phase1"], out=out) == 0
     d = json.loads(out.getvalue())
     assert d["length"] == 4 and d["verified"] and d["moves"] == "L' F U2 R'"
     assert d["iterations"][-1]["bound"] == 4 and d["generated"] > 0

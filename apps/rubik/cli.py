@@ -79,6 +79,10 @@ def _report(cube, res, args, out):
               f"{w['seconds']:.2f} s busy", file=out)
 
 
+def _log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
 def main(argv=None, out=None):
     """Entry point (returns the exit status)."""
     out = out or sys.stdout
@@ -88,8 +92,7 @@ def main(argv=None, out=None):
         return 2
     if args.build_tables:
         t0 = time.perf_counter()
-        h = Heuristic(args.heuristic, args.cache_dir, progress=True,
-                      log=lambda m: print(m, file=sys.stderr, flush=True))
+        h = Heuristic(args.heuristic, args.cache_dir, progress=True, log=_log)
         for name, status in h.status.items():
             print(f"table {name}: {status}", file=out)
         print(f"heuristic {args.heuristic} ready in {time.perf_counter() - t0:.1f} s", file=out)
@@ -110,7 +113,7 @@ def main(argv=None, out=None):
     size = world().size
     if size == 1 or args.serial:
         tables = Heuristic(args.heuristic, args.cache_dir, progress=not args.json,
-                           max_depth=args.table_depth)
+                           max_depth=args.table_depth, log=_log)
         t0 = time.perf_counter()
         res = Solver(tables=tables).solve(cube, max_length=args.prove_depth,
                                           all_solutions=args.all, on_iteration=progress)
@@ -122,7 +125,7 @@ def main(argv=None, out=None):
               setup_args=(args.heuristic, args.cache_dir, args.table_depth)) as farm:
         if farm.is_master:
             tables = Heuristic(args.heuristic, args.cache_dir, progress=not args.json,
-                               max_depth=args.table_depth)
+                               max_depth=args.table_depth, log=_log)
             res = solve_parallel(cube, farm, heuristic=args.heuristic,
                                  max_length=args.prove_depth, all_solutions=args.all,
                                  split=split, cache_dir=args.cache_dir,

@@ -22,7 +22,7 @@ HEURISTICS = {
             "symmetries) on 3 axes, de Bondt +1 (1.67 GB; built once, a few minutes)",
     "korf": "Korf 1997: corner table and two 6-edge tables, max (87 MB)",
 }
-DEFAULT_HEURISTIC = "phase1"
+DEFAULT_HEURISTIC = "huge"
 
 
 class Heuristic:
