@@ -14,8 +14,8 @@ instead of 3, but counts every generated child; ``stats[2]`` counts its table pr
 import numpy as np
 from numba import njit
 
-from .coords import (E6A_SOLVED, E6B_SOLVED, EDGES_A, EDGES_B, SLICE_SOLVED, cp_coord,
-                     e6_coord, flip_coord, move_arrays, slice_coord, twist_coord)
+from .coords import (E6A_SOLVED, E6B_SOLVED, EDGES_A, EDGES_B, cp_coord, e6_coord,
+                     flip_coord, move_arrays, twist_coord)
 from .cube import Cube, parse_moves
 from .korf import _nib
 from .pruning import NO_FACE, _allowed
