@@ -45,44 +45,76 @@ DEFAULT_SIZES = [0] + [2 ** i for i in range(21)]
 
 
 # ----------------------------------------------------------------------- worker (under MPI)
+def _wrap_allgather(c, s, r):
+    return c.Allgather(s, r)
+
+
+def _wrap_gather(c, s, r, root):
+    return c.Gather(s, r, root)
+
+
+def _wrap_alltoall(c, s, r):
+    return c.Alltoall(s, r)
+
+
+def _wrap_bcast(c, s, root):
+    return c.Bcast(s, root)
+
+
+def _wrap_allreduce(c, s, r, op):
+    return c.Allreduce(s, r, op)
+
+
+def _wrap_reduce(c, s, r, op, root):
+    return c.Reduce(s, r, op, root)
+
+
 def user_calls(name: str, c, b) -> dict:
     """The ways user code calls one collective, each as one lambda frame around the call as
     written in user code, so the comparison is symmetric: native mpi4py
     (``c.Allgather(s, r)``), the same once more (``native_again``: an A/A control whose
     ratio to native is the measurement's own error), the tuned dispatch
-    (``coll.allgather(c, s, r)``) and the bound form (``b.Allgather(s, r)``). Same
+    (``coll.allgather(c, s, r)``), the bound form (``b.Allgather(s, r)``) and ``wrapper``, a
+    one-line Python function that only calls native (``_wrap_allgather(c, s, r)``): the cost
+    of one Python frame, i.e. of any dispatch written in Python before its savings. Same
     arguments (the same buffers) for all."""
     from pyfw import coll
     if name == "allgather":
         return {"native": lambda s, r: c.Allgather(s, r),
                 "native_again": lambda s, r: c.Allgather(s, r),
                 "tuned": lambda s, r: coll.allgather(c, s, r),
-                "bound": lambda s, r: b.Allgather(s, r)}
+                "bound": lambda s, r: b.Allgather(s, r),
+                "wrapper": lambda s, r: _wrap_allgather(c, s, r)}
     if name == "gather":
         return {"native": lambda s, r, root: c.Gather(s, r, root),
                 "native_again": lambda s, r, root: c.Gather(s, r, root),
                 "tuned": lambda s, r, root: coll.gather(c, s, r, root),
-                "bound": lambda s, r, root: b.Gather(s, r, root)}
+                "bound": lambda s, r, root: b.Gather(s, r, root),
+                "wrapper": lambda s, r, root: _wrap_gather(c, s, r, root)}
     if name == "alltoall":
         return {"native": lambda s, r: c.Alltoall(s, r),
                 "native_again": lambda s, r: c.Alltoall(s, r),
                 "tuned": lambda s, r: coll.alltoall(c, s, r),
-                "bound": lambda s, r: b.Alltoall(s, r)}
+                "bound": lambda s, r: b.Alltoall(s, r),
+                "wrapper": lambda s, r: _wrap_alltoall(c, s, r)}
     if name == "bcast":
         return {"native": lambda s, root: c.Bcast(s, root),
                 "native_again": lambda s, root: c.Bcast(s, root),
                 "tuned": lambda s, root: coll.bcast(c, s, root),
-                "bound": lambda s, root: b.Bcast(s, root)}
+                "bound": lambda s, root: b.Bcast(s, root),
+                "wrapper": lambda s, root: _wrap_bcast(c, s, root)}
     if name == "allreduce":
         return {"native": lambda s, r, op: c.Allreduce(s, r, op),
                 "native_again": lambda s, r, op: c.Allreduce(s, r, op),
                 "tuned": lambda s, r, op: coll.allreduce(c, s, r, op),
-                "bound": lambda s, r, op: b.Allreduce(s, r, op)}
+                "bound": lambda s, r, op: b.Allreduce(s, r, op),
+                "wrapper": lambda s, r, op: _wrap_allreduce(c, s, r, op)}
     if name == "reduce":
         return {"native": lambda s, r, op, root: c.Reduce(s, r, op, root),
                 "native_again": lambda s, r, op, root: c.Reduce(s, r, op, root),
                 "tuned": lambda s, r, op, root: coll.reduce(c, s, r, op, root),
-                "bound": lambda s, r, op, root: b.Reduce(s, r, op, root)}
+                "bound": lambda s, r, op, root: b.Reduce(s, r, op, root),
+                "wrapper": lambda s, r, op, root: _wrap_reduce(c, s, r, op, root)}
     raise ValueError(name)
 
 
@@ -111,7 +143,7 @@ def worker(args) -> None:
     for name in colls:
         algs = tuner.candidates(plan, name)
         variants = algs + (["smp_view"] if name == "allgather" and p > 1 else [])
-        pair = {"ratio": [], "ratio_bound": [], "ratio_aa": []}
+        pair = {"ratio": [], "ratio_bound": [], "ratio_aa": [], "ratio_wrapper": []}
         res = {"median": {}, "min": {}, "max": {}}
         allv = {v: [] for v in variants}
         for i, b in enumerate(args.sizes):
@@ -119,13 +151,16 @@ def worker(args) -> None:
             # 1. native vs tuned vs bound, interleaved per iteration (paired)
             got = tuner.measure_interleaved(c, user_calls(name, c, bound), a,
                                             args.pair_budget, args.rounds, 20, 5000)
-            for v in ("native", "native_again", "tuned", "bound"):
+            for v in ("native", "native_again", "tuned", "bound", "wrapper"):
                 x = got[v]
                 for key, f in (("median", np.median), ("min", min), ("max", max)):
                     res[key].setdefault(v, []).append(float(f(x)))
             rt = [t / n for t, n in zip(got["tuned"], got["native"])]
             rb = [t / n for t, n in zip(got["bound"], got["native"])]
             ra = [t / n for t, n in zip(got["native_again"], got["native"])]
+            rw = [t / n for t, n in zip(got["wrapper"], got["native"])]
+            pair["ratio_wrapper"].append([float(np.median(rw)), float(min(rw)),
+                                          float(max(rw))])
             pair["ratio_aa"].append([float(np.median(ra)), float(min(ra)), float(max(ra))])
             pair["ratio"].append([float(np.median(rt)), float(min(rt)), float(max(rt))])
             pair["ratio_bound"].append([float(np.median(rb)), float(min(rb)), float(max(rb))])
@@ -253,10 +288,11 @@ def analyse(data: dict, slow: float = 1.05, fast: float = 0.95) -> dict:
     of consecutive sizes) where a pyfw algorithm is under ``fast``·native (all-algorithms
     pass, native measured in the same interleaved loop)."""
     report = {"tuned_vs_native": {}, "tuned_slow_points": [], "wins": [], "overhead": None,
-              "chosen": []}
+              "chosen": [], "per_ranks": {}}
     for n, run in sorted(data["runs"].items(), key=lambda x: int(x[0])):
         if "overhead" in run:
             report["overhead"] = run["overhead"]
+        report["per_ranks"][n] = per_ranks(run, slow)
         for name, e in run["collectives"].items():
             sizes = e["sizes"]
             for form, key in (("tuned", "ratio"), ("bound", "ratio_bound")):
@@ -282,6 +318,8 @@ def analyse(data: dict, slow: float = 1.05, fast: float = 0.95) -> dict:
                              "aa": (round(e["paired"]["ratio_aa"][i][0], 3)
                                     if "ratio_aa" in e["paired"] else None),
                              "choice": e["choice"][i],
+                             "wrapper": (round(e["paired"]["ratio_wrapper"][i][0], 3)
+                                         if "ratio_wrapper" in e["paired"] else None),
                              "native_us": round(e["median"]["native"][i] * 1e6, 2),
                              "tuned_us": round(e["median"][form][i] * 1e6, 2)})
             for i, s in enumerate(sizes):
@@ -291,7 +329,7 @@ def analyse(data: dict, slow: float = 1.05, fast: float = 0.95) -> dict:
                                              "ratio": round(e["paired"]["ratio"][i][0], 3)})
             nat = e["median"]["native_alg"]
             for alg, t in e["median"].items():
-                if alg in ("native", "native_again", "tuned", "bound", "native_alg"):
+                if alg in ("native", "native_again", "tuned", "bound", "wrapper", "native_alg"):
                     continue
                 run_start = None
                 for i in range(len(sizes) + 1):
@@ -311,6 +349,49 @@ def analyse(data: dict, slow: float = 1.05, fast: float = 0.95) -> dict:
     return report
 
 
+def per_ranks(run: dict, slow: float = 1.05) -> dict:
+    """One rank count's verdict over every collective and size: the worst paired
+    dispatch/native and bind()/native ratios (median over rounds, with min-max), how many
+    points exceed ``slow``, the A/A control's largest deviation, and the per-call cost on
+    this communicator: median over every non-empty size and collective of the paired
+    (median) time difference to native, in ns, for the dispatch, bind() and the one-line
+    Python wrapper."""
+    out = {}
+    diffs = {"tuned": [], "bound": [], "wrapper": []}
+    worst = {}
+    over = {"tuned": 0, "bound": 0}
+    npoints = 0
+    aa = 0.0
+    for name, e in run["collectives"].items():
+        pr = e["paired"]
+        for i, s in enumerate(e["sizes"]):
+            if s == 0:
+                continue
+            npoints += 1
+            if "ratio_aa" in pr:
+                aa = max(aa, abs(pr["ratio_aa"][i][0] - 1))
+            for form, key in (("tuned", "ratio"), ("bound", "ratio_bound"),
+                              ("wrapper", "ratio_wrapper")):
+                if key not in pr or form not in e["median"]:
+                    continue
+                diffs[form].append((e["median"][form][i] - e["median"]["native"][i]) * 1e9)
+                x = pr[key][i]
+                if form in over and x[0] > slow:
+                    over[form] += 1
+                if form not in worst or x[0] > worst[form]["ratio"]:
+                    worst[form] = {"ratio": round(x[0], 3), "spread": [round(x[1], 3),
+                                   round(x[2], 3)], "coll": name, "size": s,
+                                   "choice": e["choice"][i],
+                                   "native_us": round(e["median"]["native"][i] * 1e6, 2)}
+    out["worst"] = worst
+    out["points"] = npoints
+    out["points_over"] = over
+    out["aa_max_dev"] = round(aa, 4)
+    out["median_cost_ns"] = {k: round(float(sorted(v)[len(v) // 2]), 1) for k, v in
+                             diffs.items() if v}
+    return out
+
+
 def plot(data: dict, outdir: str) -> list[str]:
     import matplotlib
     matplotlib.use("Agg")
@@ -326,7 +407,7 @@ def plot(data: dict, outdir: str) -> list[str]:
             xs = [max(s, 0.5) for s in e["sizes"]]
             nat = e["median"]["native_alg"]
             for alg, t in e["median"].items():
-                if alg in ("tuned", "bound", "native", "native_again"):
+                if alg in ("tuned", "bound", "native", "native_again", "wrapper"):
                     continue
                 style = dict(color="k", lw=2.5) if alg == "native_alg" else dict(lw=1,
                                                                                   alpha=0.8)
@@ -342,7 +423,8 @@ def plot(data: dict, outdir: str) -> list[str]:
             axes[1][j].axhline(1.0, color="k", lw=0.8)
             for key, lab, col in (("ratio", "tuned dispatch", "r"),
                                   ("ratio_bound", "bind()", "m"),
-                                  ("ratio_aa", "native again (A/A control)", "0.5")):
+                                  ("ratio_aa", "native again (A/A control)", "0.5"),
+                                  ("ratio_wrapper", "1-line Python wrapper", "c")):
                 rr = e["paired"].get(key)
                 if rr is None:
                     continue
@@ -377,11 +459,25 @@ def print_report(rep: dict) -> None:
         print(f"  {k:22s} worst {v['worst_ratio']:.3f} {v['worst_spread']} at {v['at_size']} B,"
               f" best {v['best_ratio']:.3f} at {v['at_size_best']} B ({v['choice_at_best']})"
               f"; A/A control: largest |native/native - 1| {v.get('aa_worst_dev')}")
+    print("\n== per rank count: worst paired ratio to native (median [min-max] over rounds), "
+          "points > 5 %, A/A control, per-call cost on the real communicator ==")
+    for n, v in rep.get("per_ranks", {}).items():
+        for form in ("tuned", "bound", "wrapper"):
+            w = v["worst"].get(form)
+            if w is None:
+                continue
+            over = v["points_over"].get(form)
+            print(f"  p={n} {form:8s} worst x{w['ratio']} {w['spread']} at {w['coll']} "
+                  f"{w['size']} B ({w['choice']}, native {w['native_us']} µs)"
+                  + (f"; {over} of {v['points']} points > 5 %" if over is not None else "")
+                  + f"; median cost {v['median_cost_ns'].get(form, float('nan')):+.0f} ns")
+        print(f"  p={n} A/A control: largest |native/native - 1| = {v['aa_max_dev']}")
     print(f"\n== points where the dispatch is > 5 % slower than native: "
           f"{len(rep['tuned_slow_points'])} ==")
     for s in rep["tuned_slow_points"]:
         print(f"  {s['coll']} p={s['p']} {s['form']} {s['size']} B: x{s['ratio']} "
-              f"{s['ratio_spread']} A/A x{s['aa']} ({s['choice']}; native {s['native_us']} µs, "
+              f"{s['ratio_spread']} A/A x{s['aa']} wrapper x{s.get('wrapper')} "
+              f"({s['choice']}; native {s['native_us']} µs, "
               f"{s['form']} {s['tuned_us']} µs)")
     print("\n== sizes where the tuned table picks a pyfw algorithm (paired ratio) ==")
     for s in rep["chosen"]:
