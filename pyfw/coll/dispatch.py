@@ -7,12 +7,17 @@ broadcast) and caches it by the communicator's handle. The bucket of a message o
 ``n.bit_length()`` (0 B, 1 B, 2–3 B, 4–7 B, ...); bucket 0 is the ``"empty"`` no-op (a 0-byte
 collective moves nothing, and every rank sees the same size).
 
-Per-call cost: a call with the same communicator object and the same numpy buffer object as
-the previous call of that collective (the usual hot loop) goes straight to the resolved
-callable -- for native MPI the mpi4py bound method itself, with the caller's arguments --
-after one tuple unpack and two or three identity tests (about 40–60 ns in CPython 3.11 over
-calling mpi4py directly); other calls look the plan up and compute the bucket (about 0.1 µs
-more). All ranks must call the same entry point (pyfw function, :class:`Bound` or native) for
+Per-call cost: a call with the same communicator object and the same numpy buffer objects
+as the previous call of that collective (the usual hot loop) goes straight to the resolved
+callable -- for native MPI the mpi4py bound method itself, given pre-built
+``[MPI.buffer, count, datatype]`` specs -- after one tuple unpack and three or four identity
+tests. The Python frame of the dispatch costs what any one-line Python wrapper costs (on a
+real communicator ~40-90 ns at 2 ranks, far more on oversubscribed cores or when the call
+runs cache-cold); the specs save about as much inside mpi4py, so the hot path runs at
+native speed or faster in a loop (see ``benchmarks/coll_osu.py``). Other calls look the plan
+up and compute the bucket (~0.3 µs more). :func:`bind` gives the same dispatch without any
+Python frame where the plan is native for every size. All ranks must call the same kind of
+entry point (pyfw -- function or :func:`bind`, which decide alike -- or native mpi4py) for
 the same collective, as they would have to for any pyfw algorithm.
 
 Every function takes mpi4py's uppercase signature with the communicator first, plus
@@ -63,9 +68,12 @@ _NOTIFIED: set[str] = set()
 # numpy buffer objects (a numpy array cannot change its byte size while referenced) costs one
 # tuple unpack, three or four identity tests and the call itself. Where native MPI was
 # chosen, the callable is the mpi4py bound method and the arguments are pre-parsed
-# ``[array, datatype]`` specs with the very datatype mpi4py infers from the array, which
-# mpi4py parses ~0.1 µs faster than a bare array (built on the first repeated call, by an
-# ``_up_*`` function standing in for the callable, so one-off buffers do not pay for them).
+# ``[MPI.buffer(array), count, datatype]`` specs with the very datatype mpi4py infers from the
+# array, which mpi4py parses 0.1-0.25 µs faster than a bare array on a real communicator
+# (built on the first repeated call, by an ``_up_*`` function standing in for the callable,
+# so one-off buffers do not pay for them). The specs hold a buffer export of the arrays
+# until a call with other buffers; an array whose ``dtype`` is reassigned in place between
+# two calls is not noticed (the cached spec keeps the old datatype).
 # Any other call resolves the plan and the size bucket (``nbytes.bit_length()``), calls with
 # the caller's own arguments and refreshes the tuple (which holds the last buffers).
 _MISS = (None, None, None, None, None, None, None)

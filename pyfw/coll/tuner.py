@@ -336,7 +336,8 @@ def measure(comm, fn, args, budget: float = 0.02, min_iters: int = 5,
 
 
 def measure_interleaved(comm, fns: dict, args, budget: float = 0.02, rounds: int = 3,
-                        min_iters: int = 5, max_iters: int = 1000) -> dict[str, list[float]]:
+                        min_iters: int = 5, max_iters: int = 1000,
+                        blocks: bool = False) -> dict[str, list[float]]:
     """Times of several ways of doing one collective call, interleaved so that drift and
     other jobs on the machine hit them all alike (collective over ``comm``).
 
@@ -347,6 +348,13 @@ def measure_interleaved(comm, fns: dict, args, budget: float = 0.02, rounds: int
     per round and function the value is the median over this rank's iterations, then the
     maximum over ranks. Returns ``{name: [value per round]}``. ``budget`` (seconds) bounds
     one round of all functions together; ``min_iters``..``max_iters`` iterations per round.
+
+    ``blocks=True`` interleaves per round instead of per call: each round runs every
+    function's iterations back to back (a barrier before each call still), the functions
+    in a fresh random order per round. Calls then see the state their own previous call
+    left (as in a user's loop over one collective) rather than another function's; on
+    oversubscribed cores per-call interleaving shifts small-message times by several per
+    cent depending on which other functions are in the mix, which blocks avoid.
     """
     c = raw(comm)
     names = list(fns)
@@ -373,6 +381,15 @@ def measure_interleaved(comm, fns: dict, args, budget: float = 0.02, rounds: int
         np.tile(np.arange(m), (rounds * iters, 1)), axis=1).reshape(rounds, iters, m).tolist()
     for rd in range(rounds):
         row = ts[rd]
+        if blocks:
+            for jj in orders[rd][0]:
+                f = calls[jj]
+                for it in range(iters):
+                    barrier()
+                    t0 = pc()
+                    f(*args)
+                    row[it, jj] = pc() - t0
+            continue
         for it, order in enumerate(orders[rd]):
             for jj in order:
                 f = calls[jj]
