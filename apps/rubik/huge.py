@@ -23,7 +23,8 @@ the twist, so they are computed once per class, and the 2187 twists of a class t
 only 18 blocks of 2187 bytes (cache-resident). Levels run in parallel (numba prange over
 classes); in a forward level every writer stores the same value into unset bytes, so the
 races are benign, and a backward level writes only the thread's own entries. Built once
-(~1.5 GB peak beyond the table, a few minutes on two cores), then memory-mapped.
+(about 100 s on two cores; 5 GB at the peak: the 3.3 GB byte table and its 1.67 GB packed
+copy), then memory-mapped.
 """
 import numpy as np
 from numba import njit, prange
@@ -337,8 +338,8 @@ class HugeTables:
 
     @classmethod
     def load(cls, directory=None, progress=True, max_depth=None, log=None, cached_only=False):
-        """Load from the cache, building it if needed (a few minutes, 3.3 GB of memory
-        while building; with ``cached_only`` a missing table raises LookupError).
+        """Load from the cache, building it if needed (about 100 s on two cores, 5 GB of
+        memory at the peak; with ``cached_only`` a missing table raises LookupError).
         There is no truncated form: ``max_depth`` is refused."""
         if max_depth is not None:
             raise ValueError("the huge table has no truncated form; use heuristic 'phase1' "
