@@ -112,19 +112,20 @@ def phase1_truncated():
     return tab, hist
 
 
-def _raw_bfs(depth):
-    """Raw (flip, slice, twist) phase-1 BFS with the move tables: {code: distance}."""
+def _raw_bfs(depth, slice_table="slice", n_slice=495, solved=C.SLICE_SOLVED):
+    """Raw (flip, slice, twist) BFS with the move tables, no symmetry: {code: distance},
+    code = (twist * n_slice + slice) * 2048 + flip."""
     t = C.move_tables()
-    code = lambda f, s, w: (w * 495 + s) * 2048 + f     # noqa: E731
-    start = code(0, C.SLICE_SOLVED, 0)
+    code = lambda f, s, w: (w * n_slice + s) * 2048 + f     # noqa: E731
+    start = code(0, solved, 0)
     seen = {start: 0}
     front = np.array([start], np.int64)
     for d in range(1, depth + 1):
         f, rest = front % 2048, front // 2048
-        s, w = rest % 495, rest // 495
-        nxt = np.concatenate([code(t["flip"][f, m].astype(np.int64), t["slice"][s, m].astype(np.int64),
-                                   t["twist"][w, m].astype(np.int64)) for m in range(18)])
-        nxt = np.unique(nxt)
+        s, w = rest % n_slice, rest // n_slice
+        nxt = np.unique(np.concatenate([
+            code(t["flip"][f, m].astype(np.int64), t[slice_table][s, m].astype(np.int64),
+                 t["twist"][w, m].astype(np.int64)) for m in range(18)]))
         new = nxt[~np.isin(nxt, np.fromiter(seen.keys(), np.int64))]
         for k in new.tolist():
             seen[k] = d
@@ -236,26 +237,6 @@ def test_sorted_slice_symmetry_classes():
     assert len(np.unique(codes)) == huge.N_CLASSES
 
 
-def _raw_sorted_bfs(depth):
-    """Raw (flip, sorted slice, twist) BFS with the move tables: {code: distance}."""
-    t = C.move_tables()
-    code = lambda f, s, w: (w * 11880 + s) * 2048 + f     # noqa: E731
-    start = code(0, C.SSLICE_SOLVED, 0)
-    seen = {start: 0}
-    front = np.array([start], np.int64)
-    for d in range(1, depth + 1):
-        f, rest = front % 2048, front // 2048
-        s, w = rest % 11880, rest // 11880
-        nxt = np.unique(np.concatenate([
-            code(t["flip"][f, m].astype(np.int64), t["sslice"][s, m].astype(np.int64),
-                 t["twist"][w, m].astype(np.int64)) for m in range(18)]))
-        new = nxt[~np.isin(nxt, np.fromiter(seen.keys(), np.int64))]
-        for k in new.tolist():
-            seen[k] = d
-        front = new
-    return seen
-
-
 def _huge_lookup(table, codes):
     t = huge.class_tables()
     f, rest = codes % 2048, codes // 2048
@@ -269,7 +250,7 @@ def _huge_lookup(table, codes):
 
 def test_huge_table_matches_a_raw_unreduced_bfs():
     h = naive.heuristic("huge").tables          # skipped unless cached
-    raw = _raw_sorted_bfs(5)
+    raw = _raw_bfs(5, "sslice", C.N_SSLICE, C.SSLICE_SOLVED)
     codes = np.fromiter(raw.keys(), np.int64)
     assert np.array_equal(_huge_lookup(h.table, codes), np.fromiter(raw.values(), np.int64))
     rng = np.random.default_rng(0)

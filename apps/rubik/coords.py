@@ -156,16 +156,22 @@ def _slice_unrank(r, out):
 
 
 @njit(cache=True)
-def _e6_rank(pos):
-    """Rank of 6 distinct ordered positions in 0..11 (mixed radix 12*11*..*7)."""
+def _positions_rank(pos):
+    """Rank of k distinct ordered positions in 0..11 (mixed radix 12*11*..*(13-k))."""
     r = 0
-    for k in range(6):
+    for k in range(pos.size):
         c = pos[k]
         for j in range(k):
             if pos[j] < pos[k]:
                 c -= 1
         r = r * (12 - k) + c
     return r
+
+
+@njit(cache=True)
+def _e6_rank(pos):
+    """Rank of 6 distinct ordered positions in 0..11 (mixed radix 12*11*..*7)."""
+    return _positions_rank(pos)
 
 
 @njit(cache=True)
@@ -180,14 +186,7 @@ def _sslice_rank(ep):
     for p in range(12):
         if ep[p] >= 8:
             pos[ep[p] - 8] = p
-    r = 0
-    for k in range(4):
-        c = pos[k]
-        for j in range(k):
-            if pos[j] < pos[k]:
-                c -= 1
-        r = r * (12 - k) + c
-    return r
+    return _positions_rank(pos)
 
 
 @njit(cache=True)

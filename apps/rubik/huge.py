@@ -34,7 +34,7 @@ from .coords import (N_FLIP, N_SSLICE, N_TWIST, SSLICE_SOLVED, _flip_rank, _flip
                      _sslice_rank, _sslice_unrank, flip_coord, move_tables, sslice_coord,
                      twist_coord)
 from .korf import UNSET, _nib
-from .reid import _conj_edges, _sym_arrays, _sym_mul, _twist_conj
+from .reid import ThreeAxisTables, _conj_edges, _sym_arrays, _sym_mul, _twist_conj
 from .symmetry import UD_SYM_INV, axis_cube
 
 VERSION = 1
@@ -319,7 +319,7 @@ def build(progress=None, log=None):
     return tab, [int(x) for x in hist[:d + 1]]
 
 
-class HugeTables:
+class HugeTables(ThreeAxisTables):
     """The packed sorted-slice phase-1 table plus the symmetry and move tables the search
     needs (the same interface as :class:`~.reid.ReidTables`)."""
 
@@ -365,12 +365,3 @@ class HugeTables:
         k, S = _class_of(flip_coord(c), sslice_coord(c), t["srep"], t["sxor"], t["fperm"],
                          t["cls2"], t["symmul"])
         return int(_nib(self.table, int(k) * N_TWIST + int(self.tconj[twist_coord(c), S])))
-
-    def parts(self, cube):
-        return tuple(self.axis_h(cube, a) for a in range(3))
-
-    def h(self, cube):
-        """The heuristic value the search uses for ``cube``."""
-        p = self.parts(cube)
-        h = max(p)
-        return h + 1 if p[0] == p[1] == p[2] and h > 0 else h

@@ -302,7 +302,25 @@ def _phase1_h(fl, sl, tw, cls, tconj, tab):
     return _nib(tab, idx)
 
 
-class ReidTables:
+class ThreeAxisTables:
+    """A distance table looked up along the three axes (``axis_h``), combined as the
+    search kernel combines them."""
+
+    def axis_h(self, cube, axis=0):
+        raise NotImplementedError
+
+    def parts(self, cube):
+        return tuple(self.axis_h(cube, a) for a in range(3))
+
+    def h(self, cube):
+        """The heuristic value the search uses for ``cube``: the largest axis value, plus
+        one when all three are equal and nonzero (de Bondt)."""
+        p = self.parts(cube)
+        h = max(p)
+        return h + 1 if p[0] == p[1] == p[2] and h > 0 else h
+
+
+class ReidTables(ThreeAxisTables):
     """The packed phase-1 table plus the symmetry and move tables the search needs."""
 
     name = "reid"
@@ -340,12 +358,3 @@ class ReidTables:
         c = axis_cube(cube, axis)
         return int(_phase1_h(flip_coord(c), slice_coord(c), twist_coord(c), self.cls,
                              self.tconj, self.table))
-
-    def parts(self, cube):
-        return tuple(self.axis_h(cube, a) for a in range(3))
-
-    def h(self, cube):
-        """The heuristic value the search uses for ``cube``."""
-        p = self.parts(cube)
-        h = max(p)
-        return h + 1 if p[0] == p[1] == p[2] and h > 0 else h
