@@ -225,6 +225,34 @@ def test_cache_detects_missing_stale_and_corrupt_tables(tmp_path):
     assert st == "cached" and np.array_equal(c, np.arange(1000).astype(np.uint8))
 
 
+def test_cache_says_when_it_waits_for_another_builder(tmp_path):
+    """A process that finds the table being built by another waits for it, says so, and
+    then maps the other's file instead of building again."""
+    import fcntl
+    import shutil
+    import threading
+    d, other = str(tmp_path / "cache"), str(tmp_path / "elsewhere")
+    os.makedirs(d)
+    said, out = [], {}
+    load_or_build("w", 1, {}, lambda p: np.arange(100, dtype=np.uint8), other)
+    with open(os.path.join(d, "w.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)                  # "another process" is building
+        t = threading.Thread(target=lambda: out.update(r=load_or_build(
+            "w", 1, {}, lambda p: np.zeros(100, np.uint8), d, log=said.append)))
+        t.start()
+        for _ in range(500):
+            if said:
+                break
+            t.join(0.01)
+        assert said == ["table w: missing; another process is building it, waiting"]
+        for ext in (".bin", ".json"):                  # the other builder's files appear
+            shutil.copy(os.path.join(other, "w" + ext), os.path.join(d, "w" + ext))
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    t.join(10)
+    arr, st = out["r"]
+    assert st == "cached" and np.array_equal(arr, np.arange(100))
+
+
 # ---------------------------------------------------------------- the huge (sorted-slice) table
 def test_sorted_slice_symmetry_classes():
     t = huge.class_tables()      # asserts 788 orbits and 1,523,864 classes (Kociemba)

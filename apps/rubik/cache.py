@@ -109,7 +109,13 @@ def load_or_build(name, version, params, build, directory=None, progress=True, v
     if build is None:
         raise LookupError(f"table {name} is not in the cache {d} ({why})")
     with open(path + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            # e.g. a farm's workers and master loading at once: one builds, the rest wait
+            if log:
+                log(f"table {name}: {why}; another process is building it, waiting")
+            fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             arr, why2 = _read(path, want, verify)  # another process may have built it
             if arr is not None:
