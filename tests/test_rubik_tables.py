@@ -225,6 +225,34 @@ def test_cache_detects_missing_stale_and_corrupt_tables(tmp_path):
     assert st == "cached" and np.array_equal(c, np.arange(1000).astype(np.uint8))
 
 
+def test_cache_checks_a_file_in_full_once_per_version(tmp_path, monkeypatch):
+    import time
+    from apps.rubik import cache
+    d = str(tmp_path)
+    n = 1 << 20                                   # > the 64 sampled blocks of 4 KiB
+    data = (np.arange(n) * 7 % 251).astype(np.uint8)
+    load_or_build("v", 1, {}, lambda p: data, d)
+    assert os.path.exists(os.path.join(d, "v.verified"))
+    full = []
+    real = cache.digest
+    monkeypatch.setattr(cache, "digest", lambda buf: full.append(1) or real(buf))
+    a, st = load_or_build("v", 1, {}, lambda p: data, d)
+    assert st == "cached" and full == [] and np.array_equal(a, data)
+    # a byte changed inside a sampled block: caught even if the file's times did not move
+    with open(os.path.join(d, "v.bin"), "r+b") as f:
+        f.write(b"\x00\x01")
+    _, st = load_or_build("v", 1, {}, lambda p: data, d)
+    assert st == "built (corrupt (checksum))"
+    # a byte changed between sampled blocks: the file's identity changed, so checked in full
+    time.sleep(0.05)
+    full.clear()
+    with open(os.path.join(d, "v.bin"), "r+b") as f:
+        f.seek(n // 2 + 12345)
+        f.write(b"\xfe")
+    _, st = load_or_build("v", 1, {}, lambda p: data, d)
+    assert st == "built (corrupt (checksum))" and full
+
+
 def test_cache_says_when_it_waits_for_another_builder(tmp_path):
     """A process that finds the table being built by another waits for it, says so, and
     then maps the other's file instead of building again."""

@@ -3,9 +3,11 @@
 Each table is two files in the cache directory: ``<name>.bin`` (raw bytes) and
 ``<name>.json`` (format, table version, build parameters, size, BLAKE2b digest). A table
 whose metadata does not match what the caller asks for (stale) or whose bytes do not
-match the digest (corrupt, truncated) is rebuilt. Writes go to a temporary file renamed
-into place under an exclusive lock, so concurrent processes on a node build a table once
-and then all map the same file (the OS page cache shares it between them).
+match the digest (corrupt, truncated) is rebuilt; the full digest is checked once per
+version of the file (``<name>.verified`` remembers it, see :func:`_verified_before`).
+Writes go to a temporary file renamed into place under an exclusive lock, so concurrent
+processes on a node build a table once and then all map the same file (the OS page cache
+shares it between them).
 
 The directory is ``cache_dir`` if given, else ``$PYFW_RUBIK_CACHE``, else
 ``~/.cache/pyfw/rubik``.
@@ -86,9 +88,59 @@ def _read(path, want, verify):
     except OSError:
         return None, "missing"
     arr = np.memmap(bpath, dtype=np.uint8, mode="r")
-    if verify and digest(arr) != meta["blake2b"]:
-        return None, "corrupt (checksum)"
+    if verify and not _verified_before(path, meta, arr):
+        if digest(arr) != meta["blake2b"]:
+            return None, "corrupt (checksum)"
+        _mark_verified(path, meta, arr)
     return arr, "ok"
+
+
+# A full checksum of the 1.67 GB table costs every process 2.5 s at start-up. Once a file
+# has passed it, ``<name>.verified`` records the file's identity (inode, size, mtime,
+# ctime), the digest it matched and a digest of 64 blocks spread over the file; later loads
+# that find all of these unchanged skip the full pass. Any write, truncation or replacement
+# of the file changes its identity, so it is checked in full again.
+SAMPLE_BLOCKS, SAMPLE_BYTES = 64, 4096
+
+
+def _identity(bpath):
+    st = os.stat(bpath)
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _sample_digest(arr):
+    n = arr.size
+    h = hashlib.blake2b(digest_size=20)
+    if n <= SAMPLE_BLOCKS * SAMPLE_BYTES:
+        h.update(memoryview(np.ascontiguousarray(arr)).cast("B"))
+    else:
+        for k in range(SAMPLE_BLOCKS):
+            a = (n - SAMPLE_BYTES) * k // (SAMPLE_BLOCKS - 1)
+            h.update(memoryview(np.ascontiguousarray(arr[a:a + SAMPLE_BYTES])).cast("B"))
+    return h.hexdigest()
+
+
+def _verified_before(path, meta, arr):
+    try:
+        with open(path + ".verified") as f:
+            mark = json.load(f)
+        return (mark.get("blake2b") == meta["blake2b"]
+                and mark.get("identity") == _identity(path + ".bin")
+                and mark.get("sample") == _sample_digest(arr))
+    except (OSError, ValueError):
+        return False
+
+
+def _mark_verified(path, meta, arr):
+    mark = {"blake2b": meta["blake2b"], "identity": _identity(path + ".bin"),
+            "sample": _sample_digest(arr)}
+    tmp = f"{path}.verified.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(mark, f)
+        os.replace(tmp, path + ".verified")
+    except OSError:          # a read-only cache: every load checks the file in full
+        pass
 
 
 def load_or_build(name, version, params, build, directory=None, progress=True, verify=True,
@@ -132,6 +184,7 @@ def load_or_build(name, version, params, build, directory=None, progress=True, v
             with open(tmp, "w") as f:
                 json.dump(meta, f, indent=1)
             os.replace(tmp, path + ".json")
+            _mark_verified(path, meta, np.memmap(path + ".bin", dtype=np.uint8, mode="r"))
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     arr, _ = _read(path, want, verify=False)
