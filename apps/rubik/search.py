@@ -459,7 +459,8 @@ class SubtreeSearch:
     cost bound ``bound``. Call :meth:`step` until it returns DONE; after each FOUND,
     :attr:`solution` holds the full move list (prefix included) and the search can go on.
 
-    ``tables`` is a :class:`~.korf.KorfTables` or :class:`~.reid.ReidTables` object;
+    ``tables`` is a :class:`~.korf.KorfTables`, :class:`~.reid.ReidTables` or
+    :class:`~.huge.HugeTables` object;
     ``corners`` (a KorfTables) adds Korf's corner table to the phase-1 heuristic.
     The subtree root counts as expanded (not generated) when its f is within the bound.
     """
