@@ -206,73 +206,51 @@ def _sslice_unrank(r, out):
 
 
 # ---------------------------------------------------------------- move-table kernels
-@njit(cache=True)
-def _cp_table(mcp):
-    t = np.empty((N_CP, N_MOVES), np.int32)
-    a = np.empty(8, np.int64)
-    b = np.empty(8, np.int64)
-    for r in range(N_CP):
-        _cp_unrank(r, a)
-        for m in range(N_MOVES):
-            for i in range(8):
-                b[i] = a[mcp[m, i]]
-            t[r, m] = _cp_rank(b)
-    return t
+CP, TWIST, FLIP, SLICE, SSLICE = range(5)     # coordinate kinds of _move_table
 
 
 @njit(cache=True)
-def _twist_table(mcp, mco):
-    t = np.empty((N_TWIST, N_MOVES), np.int16)
-    a = np.empty(8, np.int64)
-    b = np.empty(8, np.int64)
-    for r in range(N_TWIST):
-        _twist_unrank(r, a)
-        for m in range(N_MOVES):
-            for i in range(8):
-                b[i] = (a[mcp[m, i]] + mco[m, i]) % 3
-            t[r, m] = _twist_rank(b)
-    return t
+def _unrank(kind, r, out):
+    if kind == CP:
+        _cp_unrank(r, out)
+    elif kind == TWIST:
+        _twist_unrank(r, out)
+    elif kind == FLIP:
+        _flip_unrank(r, out)
+    elif kind == SLICE:
+        _slice_unrank(r, out)
+    else:
+        _sslice_unrank(r, out)
 
 
 @njit(cache=True)
-def _flip_table(mep, meo):
-    t = np.empty((N_FLIP, N_MOVES), np.int16)
-    a = np.empty(12, np.int64)
-    b = np.empty(12, np.int64)
-    for r in range(N_FLIP):
-        _flip_unrank(r, a)
-        for m in range(N_MOVES):
-            for i in range(12):
-                b[i] = (a[mep[m, i]] + meo[m, i]) % 2
-            t[r, m] = _flip_rank(b)
-    return t
+def _rank(kind, a):
+    if kind == CP:
+        return _cp_rank(a)
+    if kind == TWIST:
+        return _twist_rank(a)
+    if kind == FLIP:
+        return _flip_rank(a)
+    if kind == SLICE:
+        return _slice_rank(a)
+    return _sslice_rank(a)
 
 
 @njit(cache=True)
-def _slice_table(mep):
-    t = np.empty((N_SLICE, N_MOVES), np.int16)
-    a = np.empty(12, np.int64)
-    b = np.empty(12, np.int64)
-    for r in range(N_SLICE):
-        _slice_unrank(r, a)
+def _move_table(kind, n, mperm, mori, mod, dtype_probe):
+    """T[r, m]: coordinate ``r`` of kind ``kind`` (``n`` values) after move m. A piece
+    moves as the cube does: position i takes the piece from mperm[m, i], whose
+    orientation (mod ``mod``; 1 for permutation coordinates) gains mori[m, i]."""
+    t = np.empty((n, N_MOVES), dtype_probe.dtype)
+    k = mperm.shape[1]
+    a = np.empty(k, np.int64)
+    b = np.empty(k, np.int64)
+    for r in range(n):
+        _unrank(kind, r, a)
         for m in range(N_MOVES):
-            for i in range(12):
-                b[i] = a[mep[m, i]]
-            t[r, m] = _slice_rank(b)
-    return t
-
-
-@njit(cache=True)
-def _sslice_table(mep):
-    t = np.empty((N_SSLICE, N_MOVES), np.int16)
-    a = np.empty(12, np.int64)
-    b = np.empty(12, np.int64)
-    for r in range(N_SSLICE):
-        _sslice_unrank(r, a)
-        for m in range(N_MOVES):
-            for i in range(12):
-                b[i] = a[mep[m, i]]
-            t[r, m] = _sslice_rank(b)
+            for i in range(k):
+                b[i] = (a[mperm[m, i]] + mori[m, i]) % mod if mod > 1 else a[mperm[m, i]]
+            t[r, m] = _rank(kind, b)
     return t
 
 
@@ -350,10 +328,11 @@ def move_tables():
     """Dict of the coordinate move tables (built once per process, ~70 MB, ~1 s)."""
     if not _TABLES:
         mcp, mco, mep, meo = move_arrays()
-        _TABLES["cp"] = _cp_table(mcp)
-        _TABLES["twist"] = _twist_table(mcp, mco)
-        _TABLES["flip"] = _flip_table(mep, meo)
-        _TABLES["slice"] = _slice_table(mep)
-        _TABLES["sslice"] = _sslice_table(mep)
+        i32, i16 = np.zeros(1, np.int32), np.zeros(1, np.int16)
+        _TABLES["cp"] = _move_table(CP, N_CP, mcp, mco, 1, i32)
+        _TABLES["twist"] = _move_table(TWIST, N_TWIST, mcp, mco, 3, i16)
+        _TABLES["flip"] = _move_table(FLIP, N_FLIP, mep, meo, 2, i16)
+        _TABLES["slice"] = _move_table(SLICE, N_SLICE, mep, meo, 1, i16)
+        _TABLES["sslice"] = _move_table(SSLICE, N_SSLICE, mep, meo, 1, i16)
         _TABLES["e6"], _TABLES["e6x"] = _e6_tables(mep, meo)
     return _TABLES
