@@ -9,7 +9,8 @@ Sections (each figure: median of repeats with min-max):
   proof     T16 = R2 U' F' D2 R F2 R' D2 B' R2 F D2 R U' F' U' (optimal 16): time and nodes
             to prove that no solution of <= 15 moves exists, serial, for each heuristic
   parallel  the same proof on pyfw.farm with 1 and 2 workers (mpiexec -n 2 / -n 3), split
-            depth 2, 3 and adaptive, launches alternated
+            depth 2, 3 and adaptive, launches alternated, plus two longer proofs
+  parallel_korf  the same with Korf's tables and split depth 2 (the study's setting)
   subtrees  sizes of the depth-2 and depth-3 subtrees at bound 15 and the speedup an
             LPT simulation of 4..256 workers predicts from them
   random    random cubes (Cube.random(seed), seeds 0..N-1) solved optimally on pyfw.farm with
@@ -96,10 +97,11 @@ SPLITS = (2, 3, "adaptive")
 LONGER = {"medium": (1, 16), "long": (3, 17)}
 
 
-def mpi_proof(heuristic, rounds):
-    """Run under mpiexec: T16 proofs on the farm for every split in SPLITS (interleaved,
-    ``rounds`` times each); rank 0 prints one JSON line. Startup (farm, table loading on
-    every rank, JIT) is timed separately from the proofs."""
+def mpi_proof(heuristic, rounds, splits=SPLITS, longer=LONGER):
+    """Run under mpiexec: T16 proofs on the farm for every split in ``splits``
+    (interleaved, ``rounds`` times each), then the ``longer`` proofs once; rank 0 prints
+    one JSON line. Startup (farm, table loading on every rank, JIT) is timed separately
+    from the proofs."""
     from apps.rubik import Cube, Heuristic
     from apps.rubik.parallel import preload, solve_parallel
     from pyfw.farm import Farm
@@ -112,7 +114,7 @@ def mpi_proof(heuristic, rounds):
             startup = time.perf_counter() - t0
             out = {"startup_s": startup, "workers": farm.num_workers}
             for _ in range(rounds):
-                for split in SPLITS:
+                for split in splits:
                     t = time.perf_counter()
                     c = time.process_time()
                     r = solve_parallel(T16, farm, tables=h, max_length=15, split=split)
@@ -126,7 +128,7 @@ def mpi_proof(heuristic, rounds):
                                         for i in r.iterations])
             # longer proofs (the T16 proof takes 0.3 s with the default heuristic, so fixed
             # costs weigh on it): complete iterations, so the node counts are deterministic
-            for key, (seed, limit) in LONGER.items():
+            for key, (seed, limit) in longer.items():
                 c = Cube.random(seed)
                 t = time.perf_counter()
                 r = solve_parallel(c, farm, tables=h, max_length=limit)
@@ -136,33 +138,38 @@ def mpi_proof(heuristic, rounds):
             print("RESULT " + json.dumps(out), flush=True)
 
 
-def bench_parallel(repeats, heuristic):
+def bench_parallel(repeats, heuristic, splits=SPLITS, longer=LONGER, rounds=2):
     """1 and 2 workers (mpiexec -n 2 / -n 3), launches alternated so that load from other
-    jobs on the machine hits both alike; each launch runs every split twice."""
+    jobs on the machine hits both alike; each launch runs every split ``rounds`` times and
+    the ``longer`` proofs once."""
     runs = {1: [], 2: []}
     for _ in range(repeats):
         for n in (2, 3):
-            cmd = ["pyfw-run", "-n", str(n), "--timeout", "600", "--", sys.executable,
-                   os.path.abspath(__file__), "--mpi-proof", "2", "--heuristic", heuristic]
+            cmd = ["pyfw-run", "-n", str(n), "--timeout", "1200", "--", sys.executable,
+                   os.path.abspath(__file__), "--mpi-proof", str(rounds), "--heuristic",
+                   heuristic, "--splits", ",".join(map(str, splits))]
+            if not longer:
+                cmd.append("--no-longer")
             p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
             line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
             if not line:
                 raise RuntimeError(p.stdout[-2000:] + p.stderr[-2000:])
             runs[n - 1].append(json.loads(line[0][7:]))
-    out = {"note": "T16 proof (no solution <= 15) on pyfw.farm; tables loaded and JIT warm "
+    out = {"heuristic": heuristic,
+           "note": "T16 proof (no solution <= 15) on pyfw.farm; tables loaded and JIT warm "
                    "before timing (startup_s: farm start + every rank loading its tables + "
                    "warm-up solve); split 2 = 243 subtrees, 3 = 3,240, adaptive = 2 then "
                    "split subtrees above 1/(4 workers) of the previous iteration"}
     for w, rs in runs.items():
         out[f"workers{w}_startup_s"] = stats([r["startup_s"] for r in rs])
-        for split in SPLITS:
+        for split in splits:
             k = str(split)
             xs = [x for r in rs for x in r[k]["seconds"]]
             out[f"split{k}_workers{w}"] = dict(
                 stats(xs), generated=rs[-1][k]["generated"], loads=rs[-1][k]["loads"],
                 master_cpu_s=statistics.median(x for r in rs for x in r[k]["master_cpu_s"]),
                 per_bound=rs[-1][k]["per_bound"])
-    for key, (seed, limit) in LONGER.items():
+    for key, (seed, limit) in longer.items():
         for w, rs in runs.items():
             out[f"{key}_workers{w}"] = dict(stats([r[key]["seconds"] for r in rs]),
                                             generated=rs[-1][key]["generated"],
@@ -173,10 +180,10 @@ def bench_parallel(repeats, heuristic):
               f"{one['median']:.2f} s ({one['min']:.2f}-{one['max']:.2f}), 2 workers "
               f"{two['median']:.2f} s ({two['min']:.2f}-{two['max']:.2f}): "
               f"{one['median'] / two['median']:.2f}x", flush=True)
-    for split in SPLITS:
+    for split in splits:
         one, two = out[f"split{split}_workers1"], out[f"split{split}_workers2"]
         out[f"split{split}_speedup_2_vs_1"] = one["median"] / two["median"]
-        print(f"parallel split={split}: 1 worker {one['median']:.3f} s "
+        print(f"parallel {heuristic} split={split}: 1 worker {one['median']:.3f} s "
               f"({one['min']:.3f}-{one['max']:.3f}), 2 workers {two['median']:.3f} s "
               f"({two['min']:.3f}-{two['max']:.3f}): {one['median'] / two['median']:.2f}x",
               flush=True)
@@ -317,9 +324,13 @@ def main():
                     help="time limit of the launch that solves all random cubes")
     ap.add_argument("--mpi-proof", help=argparse.SUPPRESS)
     ap.add_argument("--mpi-random", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--splits", default="2,3,adaptive", help=argparse.SUPPRESS)
+    ap.add_argument("--no-longer", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.mpi_proof:
-        return mpi_proof(args.heuristic, int(args.mpi_proof))
+        splits = [x if x == "adaptive" else int(x) for x in args.splits.split(",")]
+        return mpi_proof(args.heuristic, int(args.mpi_proof), splits,
+                         {} if args.no_longer else LONGER)
     if args.mpi_random:
         return mpi_random(args.heuristic, range(args.mpi_random), args.random_limit)
     skip = set(args.skip.split(","))
@@ -331,6 +342,9 @@ def main():
     steps = [("tables", lambda: bench_tables(max(1, args.repeats - 1), "huge_build" not in skip)),
              ("proof", lambda: bench_proof(args.repeats, proof_names)),
              ("parallel", lambda: bench_parallel(args.repeats, args.heuristic)),
+             # the study's setting: Korf's tables, 243 subtrees (one 60 s proof per launch)
+             ("parallel_korf", lambda: bench_parallel(args.repeats, "korf", splits=(2,),
+                                                      longer={}, rounds=1)),
              ("subtrees", lambda: bench_subtrees(args.heuristic)),
              ("random", lambda: bench_random(args.random, args.heuristic, args.random_limit,
                                              args.random_timeout))]
