@@ -168,17 +168,19 @@ def _check_classes(sep, seo, sinv, srep, sxor, fperm, cls2, symmul, rep_sl, rep_
 
 
 @njit(cache=True, parallel=True)
-def _level(tab, d, rep_sl, rep_fl, stab, flipm, slicem, twm, srep, sxor, fperm, cls2,
-           symmul, tconj, forward):
-    """One BFS level over the quotient graph; returns how many entries got depth d + 1."""
-    ncls = rep_sl.size
-    nchunk = 4096
+def _level(tab, d, c0, c1, rep_sl, rep_fl, stab, flipm, slicem, twm, srep, sxor, fperm,
+           cls2, symmul, tconj, forward):
+    """Classes c0..c1-1 of one BFS level over the quotient graph; returns how many entries
+    got depth d + 1 (a level may run as several such calls: entries set to d + 1 by one
+    call are neither expanded nor taken for depth-d neighbours by the next)."""
+    ncls = c1 - c0
+    nchunk = 256
     counts = np.zeros(nchunk, np.int64)
     for ch in prange(nchunk):
         kc = np.empty(18, np.int64)
         ks = np.empty(18, np.int64)
         n = 0
-        for c in range(ch * ncls // nchunk, (ch + 1) * ncls // nchunk):
+        for c in range(c0 + ch * ncls // nchunk, c0 + (ch + 1) * ncls // nchunk):
             base = c * 2187
             if forward:
                 busy = False
@@ -300,17 +302,22 @@ def build(progress=None, log=None):
     tab = np.full(N_ENTRIES, UNSET, np.uint8)
     tab[solved_index()] = 0
     filled, frontier, d = 1, 1, 0
+    parts = 32                      # calls per level, so the progress bar moves within one
     while True:
         unset = N_ENTRIES - filled
         # forward touches 18 neighbours per frontier entry, backward up to 18 per unset one
-        new = int(_level(tab, d, *args, frontier < unset // 2))
+        forward = frontier < unset // 2
+        new = 0
+        for k in range(parts):
+            new += int(_level(tab, d, k * N_CLASSES // parts, (k + 1) * N_CLASSES // parts,
+                              *args, forward))
+            if progress:
+                progress.update(filled + new, f"depth {d + 1} ({k + 1}/{parts})")
         if new == 0:
             break
         filled += new
         frontier = new
         d += 1
-        if progress:
-            progress.update(filled, f"depth {d}")
         if log:
             log(f"depth {d}: {new} entries")
     hist = _histogram(tab)
