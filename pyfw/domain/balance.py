@@ -63,16 +63,20 @@ class Balancer:
     domain's, :attr:`SlabDomain.monitor`); ``lag``: steps between posting a window's
     exchange and deciding on it (0: decide at once, blocking); ``budget``: while the cuts
     hold, checks thin out (interval doubling from ``every``) until their measured cost is
-    under 30 % of this fraction of the step time; each proposed move halves the interval
-    back towards ``every``; ``stale``: relative gap between a rank's measured and forecast
-    step time above which the forecasts are taken as stale (see the module docstring).
+    under 30 % of this fraction of the step time, but never beyond ``max_thin * every``
+    steps, which bounds how late a speed change is noticed; each proposed move halves the
+    interval back towards ``every``; ``stale``: relative gap between a rank's measured and
+    forecast step time above which the forecasts are taken as stale (see the module
+    docstring).
     """
 
     def __init__(self, domain, every: int = 20, min_gain: float = 0.10,
                  guess_bandwidth: float = 1e9, guess_latency: float = 2e-3, monitor=None,
-                 lag: int = 2, budget: float = 0.01, stale: float = 0.25):
+                 lag: int = 2, budget: float = 0.01, stale: float = 0.25, max_thin: int = 16):
         if every < 1:
             raise ValueError("every must be >= 1")
+        if max_thin < 1:
+            raise ValueError("max_thin must be >= 1")
         if lag < 0:
             raise ValueError("lag must be >= 0")
         if not 0 < budget < 1:
@@ -84,6 +88,7 @@ class Balancer:
         self.share = 0.3           # of the budget, for the checks (the monitor's probes: 0.3)
         self._due = None           # (step to decide at, monitor ticket, step posted)
         self.interval = int(every)  # current steps between checks (every .. budget-bound)
+        self.max_interval = int(every) * int(max_thin)
         self.next_check = int(every)
         self._check_cost = 0.0     # this rank's seconds in the previous check's calls
         self.dom = domain
@@ -165,7 +170,9 @@ class Balancer:
     def _schedule(self, allw, t, proposed: bool, posted: int, stale: bool = False) -> None:
         """Next check. While the cuts hold, the interval doubles, up to what keeps the checks'
         measured cost (max over ranks, gathered) under ``share`` (0.3) of ``budget`` of the
-        step time; each check that proposes a move halves it, down to ``every`` -- so a real
+        step time and at most ``max_interval`` (on a loaded machine the measured cost of a
+        check can grow until a speed change waits hundreds of steps to be seen); each check
+        that proposes a move halves it, down to ``every`` -- so a real
         imbalance (proposed check after check) is watched every ``every`` steps, while a
         single noisy proposal costs little. Same numbers on every rank."""
         cost = float(np.max(allw[:, 2])) if allw.shape[1] > 2 else 0.0
@@ -177,7 +184,7 @@ class Balancer:
         elif proposed:
             self.interval = max(self.every, self.interval // 2)
         else:
-            self.interval = max(self.every, min(2 * self.interval, need))
+            self.interval = max(self.every, min(2 * self.interval, need, self.max_interval))
         self.next_check = max(self.steps + 1, posted + self.interval)
 
     def _decide(self, allw, force: bool, posted: int, dirty: bool = False):
