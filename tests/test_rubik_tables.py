@@ -181,17 +181,23 @@ def test_kernel_class_route_matches_the_raw_bfs(phase1_truncated):
     assert cls2.nbytes < 1 << 20 and len(np.unique(srep >> 4)) == cls2.shape[0]
 
 
+def _assert_symmetric_lookups(tables, c):
+    """The axis-0 value is the same for the 16 UD-symmetric images of ``c``, and axis a of
+    ``c`` is axis 0 of the cube rotated to axis a."""
+    want = tables.axis_h(c, 0)
+    for s in UD_SYMS:
+        assert tables.axis_h(conjugate(c, s), 0) == want
+    for a in (1, 2):
+        assert tables.axis_h(c, a) == tables.axis_h(axis_cube(c, a), 0)
+
+
 def test_phase1_lookup_is_invariant_under_the_16_symmetries(phase1_truncated):
     tab, _ = phase1_truncated
     tables = reid.ReidTables(korf._pack4(tab))
     rng = random.Random(5)
     for seed in range(6):
-        c = Cube.from_moves([rng.randrange(18) for _ in range(rng.randrange(3, 8))])
-        want = tables.axis_h(c, 0)
-        for s in UD_SYMS:
-            assert tables.axis_h(conjugate(c, s), 0) == want
-        # axis 1 of c is axis 0 of the rotated cube
-        assert tables.axis_h(c, 1) == tables.axis_h(axis_cube(c, 1), 0)
+        _assert_symmetric_lookups(
+            tables, Cube.from_moves([rng.randrange(18) for _ in range(rng.randrange(3, 8))]))
 
 
 def test_cache_detects_missing_stale_and_corrupt_tables(tmp_path):
@@ -329,10 +335,7 @@ def test_huge_lookup_is_invariant_under_the_16_symmetries_and_bounds_phase1():
     rng = random.Random(6)
     for seed in range(6):
         c = Cube.from_moves([rng.randrange(18) for _ in range(rng.randrange(3, 14))])
-        want = h.axis_h(c, 0)
-        for s in UD_SYMS:
-            assert h.axis_h(conjugate(c, s), 0) == want
-        assert h.axis_h(c, 2) == h.axis_h(axis_cube(c, 2), 0)
+        _assert_symmetric_lookups(h, c)
         # the sorted-slice goal is a subgroup of the phase-1 goal: never closer
         for a in range(3):
             assert h.axis_h(c, a) >= p1.axis_h(c, a) or p1.axis_h(c, a) > naive.TRUNCATED_DEPTH
