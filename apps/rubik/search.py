@@ -298,29 +298,21 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                 # round 2: the other two axes (and the corner table) of the survivors
                 need1 = _pick(o1, u0, u1, u2) > rem or db
                 need2 = _pick(o2, u0, u1, u2) > rem or db
-                c1 = 3 * o1
-                c2 = 3 * o2
                 for j in range(n):
                     if alive[j]:
                         m = tmpm[j]
-                        ma = amc[o1, m]
-                        fl = flipm[node[L, c1], ma]
-                        sl = slicem[node[L, c1 + 1], ma]
-                        tw = twm[node[L, c1 + 2], ma]
-                        tmp[j, c1] = fl
-                        tmp[j, c1 + 1] = sl
-                        tmp[j, c1 + 2] = tw
-                        if need1:
-                            wb[j, 1] = _p1_index(fl, sl, tw, ct)
-                        ma = amc[o2, m]
-                        fl = flipm[node[L, c2], ma]
-                        sl = slicem[node[L, c2 + 1], ma]
-                        tw = twm[node[L, c2 + 2], ma]
-                        tmp[j, c2] = fl
-                        tmp[j, c2 + 1] = sl
-                        tmp[j, c2 + 2] = tw
-                        if need2:
-                            wb[j, 2] = _p1_index(fl, sl, tw, ct)
+                        for q in range(2):          # wb[j, 1]: axis o1, wb[j, 2]: axis o2
+                            o = o1 if q == 0 else o2
+                            c = 3 * o
+                            ma = amc[o, m]
+                            fl = flipm[node[L, c], ma]
+                            sl = slicem[node[L, c + 1], ma]
+                            tw = twm[node[L, c + 2], ma]
+                            tmp[j, c] = fl
+                            tmp[j, c + 1] = sl
+                            tmp[j, c + 2] = tw
+                            if need1 if q == 0 else need2:
+                                wb[j, 1 + q] = _p1_index(fl, sl, tw, ct)
                         if use_pc:
                             tmp[j, 9] = cpm[node[L, 9], m]
                 cnt = 0
