@@ -194,15 +194,23 @@ def test_emulated_link_latency_changes_the_choice():
         failures = []
         if plan.choice["allgather"][k] != "ring":
             failures.append(f"tuned choice {plan.choice['allgather'][k]}")
-        # +5 ms on every link: ring's p-1 steps pay it p-1 times, native ceil(lg p) times
+        # +5 ms on every link: ring's p-1 steps pay it p-1 times, native ceil(lg p) times.
+        # Probed at one size: the shaper injects latency only, and a Hockney slope fitted
+        # between two small sizes (8 B, 1 KiB) is scheduling noise on a loaded box (~0.1-1 ms
+        # over 1 KiB, i.e. "1-10 MB/s"), which the model then charged for every 64 KiB block
+        # and which decided the ranking by chance (the flaky failure at 5 ranks, load 4).
         LinkShaper.for_comm(pc, latency=5e-3)
-        m = probe_pairs(pc, sizes=(8, 1024), reps=7, method="min", timeout=30)
+        m = probe_pairs(pc, sizes=(8,), reps=7, method="min", timeout=30)
         off = ~np.eye(p, dtype=bool)
-        if not (m.alpha[off] > 4e-3).all():
-            failures.append(f"probes missed the injected latency: {m.alpha}")
+        if not (m.alpha[off] > 4e-3).all() or not np.isinf(m.bandwidth[off]).all():
+            failures.append(f"probes missed the injected latency: {m.alpha}, {m.bandwidth}")
         got = plan.use_links(m)["allgather"][k]
         steps = len(model.schedule("allgather", got, p, 65536))
-        if p > 2 and (got == "ring" or steps >= p - 1):  # fewer latency-bound steps than ring
+        # direct pays the largest probed latency once, every other algorithm at least two
+        # steps of the smallest: while the probes agree within 1.5x (measured), direct is the
+        # one right answer; beyond that, at least fewer latency-bound steps than ring
+        spread_ok = np.nanmax(m.alpha[off]) < 1.5 * np.nanmin(m.alpha[off])
+        if p > 2 and (got == "ring" or steps >= p - 1 or (spread_ok and got != "direct")):
             failures.append(f"+5 ms links: {got} ({steps} steps); probed latency (ms)\n"
                             f"{np.array2string(m.alpha * 1e3, precision=2)}")
         if p == 2 and got != "native":  # one step either way: no algorithm wins the margin
@@ -215,7 +223,7 @@ def test_emulated_link_latency_changes_the_choice():
             plan = coll.plan(c, table=t)
             pc.shaper = None
             LinkShaper.for_comm(pc, latency={(0, 2): 20e-3})
-            m = probe_pairs(pc, sizes=(8, 1024), reps=7, method="min", timeout=30)
+            m = probe_pairs(pc, sizes=(8,), reps=7, method="min", timeout=30)
             before = plan.choice["allgather"][k]
             got = plan.use_links(m)["allgather"][k]
             if before != "native" or got != "ring":
