@@ -260,11 +260,16 @@ def test_smp_allgather_emulated_nodes_and_view():
                 ok = ok and (n == 0 or not v.flags.writeable)
                 if not ok:
                     failures.append(f"smp nodes={nodes} leader={leader} {nb}B {np.dtype(dt)}")
-            # a view survives the next call (two halves alternate)
+            # a view survives the next call (two halves alternate), also one that grows
+            # the window (the old window is freed a call later: reading a freed one crashed)
             a = abort_on_error(lambda: s.view(np.full(4, r, np.int64)))
             abort_on_error(lambda: s.view(np.full(4, r + 100, np.int64)))
             if not (a[:, 0] == np.arange(p)).all():
                 failures.append(f"smp nodes={nodes}: view overwritten by the next call")
+            a = abort_on_error(lambda: s.view(np.full(4, r + 200, np.int64)))
+            big = abort_on_error(lambda: s.view(np.full(1 << 16, r + 300, np.int64)))
+            if not ((a[:, 0] == np.arange(p) + 200).all() and (big[:, -1] == np.arange(p) + 300).all()):
+                failures.append(f"smp nodes={nodes}: view lost when the window grew")
             s.free()
     verdict(failures)
 

@@ -22,3 +22,14 @@ def test_coll_mpi_tests_at(nprocs):
     assert not res.timed_out, f"timed out at {nprocs} ranks:\n{tail}"
     assert res.returncode == 0, f"failed at {nprocs} ranks:\n{tail}"
     assert " passed" in res.stdout and " failed" not in res.stdout, tail
+
+
+@pytest.mark.launch
+def test_smp_view_over_tcp_does_not_hang():
+    """Issue 11 regression: SMP all-gather views at 1 to 65,536 doubles with TCP as the only
+    transport (2 emulated nodes), each still right after the next call; hard timeout."""
+    res = launch.run(4, [sys.executable, os.path.join("tests", "smp_view_tcp.py")],
+                     timeout=120, capture=True, cwd=ROOT, env=dict(os.environ, OMPI_MCA_btl="tcp,self"))
+    tail = (res.stdout or "")[-3000:] + (res.stderr or "")[-3000:]
+    assert not res.timed_out, f"timed out (hang):\n{tail}"
+    assert res.returncode == 0 and "smp view over tcp: ok" in res.stdout, tail

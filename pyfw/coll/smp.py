@@ -1,9 +1,9 @@
 """SMP-aware all-gather over MPI-3 shared-memory windows.
 
 The communicator is split by node (``Split_type(COMM_TYPE_SHARED)``); each node holds one
-shared window with room for the whole result (twice: calls alternate between two halves).
+shared window with room for the whole result three times (calls rotate over three slots).
 
-1. every rank writes its block straight into its slot of the node's shared result;
+1. every rank writes its block straight into its place in the node's shared result;
 2. node barrier; the node leaders (node-local rank 0) exchange their nodes' blocks with
    ``direct`` (all leaders at once) or ``bruck`` (⌈lg nodes⌉ steps, uniform ranks per node)
    into the shared result, then a second node barrier (skipped on one node);
@@ -11,7 +11,9 @@ shared window with room for the whole result (twice: calls alternate between two
    numpy view of it with no copy at all (:meth:`SmpAllgather.view`).
 
 A view stays valid until this rank starts the second following call on the same object
-(two halves alternate), so read it before then or copy it.
+(three slots rotate: another rank of the node can be one call ahead, so with two a view
+was overwritten while its rank was still in the next call), so read it before then or copy
+it.
 
 ``SmpAllgather(comm, nodes=k)`` emulates k nodes on one machine (rank i goes to node i mod k;
 all ranks must really share memory): it exercises the leader exchange in tests.
@@ -27,6 +29,8 @@ from ._util import IN_PLACE, TAG_SMP as TAG, bview, raw, scratch, waitall
 __all__ = ["SmpAllgather", "LEADER_ALGORITHMS"]
 
 LEADER_ALGORITHMS = ("direct", "bruck")
+#: result slots in the window: a view lives until its rank starts the second next call
+SLOTS = 3
 
 
 class SmpAllgather:
@@ -59,10 +63,10 @@ class SmpAllgather:
         self.contiguous = [m == list(range(m[0], m[0] + len(m))) for m in self.members]
         self.order = np.array([i for m in self.members for i in m])
         self.sorted_nodes = bool((self.order == np.arange(p)).all())
-        self.win = None
+        self.win = self._retired = None
         self.cap = 0
         self.base = None
-        self.half = 0
+        self.slot = 0
 
     @property
     def nnodes(self) -> int:
@@ -70,34 +74,42 @@ class SmpAllgather:
 
     # -------------------------------------------------------------- shared memory
     def _reserve(self, nbytes: int) -> None:
-        """Make the window hold two halves of ``nbytes`` (collective over the node)."""
+        """Make the window hold three slots of ``nbytes`` (collective over the node).
+
+        A grown window replaces the old one, which is freed only at the next call: a view
+        of the previous call lives in it and must stay valid until then (freeing it at once
+        left that view on unmapped memory: a segfault on reading it, and a hang across
+        nodes, where the other ranks waited for the dead one)."""
+        self._free_window(self._retired)
+        self._retired = None
         if nbytes <= self.cap and self.win is not None:
             return
-        self._free_window()
-        cap = -(-max(nbytes, 2 * self.cap, 64) // 64) * 64  # halves stay 64-byte aligned
-        self.win = MPI.Win.Allocate_shared(2 * cap if self.is_leader else 0, 1,
+        self._retired = self.win
+        cap = -(-max(nbytes, 2 * self.cap, 64) // 64) * 64  # slots stay 64-byte aligned
+        self.win = MPI.Win.Allocate_shared(SLOTS * cap if self.is_leader else 0, 1,
                                            comm=self.node)
         buf, _ = self.win.Shared_query(0)
         self.base = np.frombuffer(buf, np.uint8)
         self.win.Lock_all(MPI.MODE_NOCHECK)
         self.cap = cap
-        self.half = 0
+        self.slot = 0
 
     def _sync(self) -> None:
         self.win.Sync()
         self.node.Barrier()
         self.win.Sync()
 
-    def _free_window(self) -> None:
-        if self.win is not None:
-            self.win.Unlock_all()
-            self.base = None
-            self.win.Free()
-            self.win = None
+    @staticmethod
+    def _free_window(win) -> None:
+        if win is not None:
+            win.Unlock_all()
+            win.Free()
 
     def free(self) -> None:
         """Release the window and the node/leader communicators (collective)."""
-        self._free_window()
+        for win in (self._retired, self.win):
+            self._free_window(win)
+        self._retired = self.win = self.base = None
         for c in (self.leader_comm, self.node):
             if c != MPI.COMM_NULL:
                 c.Free()
@@ -109,8 +121,8 @@ class SmpAllgather:
         p, r = self.size, self.rank
         n = p * b
         self._reserve(n)
-        off = self.half * self.cap
-        self.half ^= 1
+        off = self.slot * self.cap
+        self.slot = (self.slot + 1) % SLOTS
         H = self.base[off:off + n]
         H[r * b:(r + 1) * b] = S
         self._sync()
