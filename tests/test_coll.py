@@ -340,10 +340,11 @@ def test_table_round_trip_and_stale(tmp_path, monkeypatch):
     assert back is None and "no tuned table" in why and "pyfw.coll.tune" in why
 
 
-def test_missing_table_means_native_with_one_notice(tmp_path, monkeypatch, capsys):
+def test_missing_table_means_native_and_no_notice_on_one_process(tmp_path, monkeypatch,
+                                                                 capsys):
+    """One process has nothing to tune (native is the only candidate): no notice."""
     monkeypatch.setenv("PYFW_COLL_CACHE", str(tmp_path / "empty"))
-    tuner_notified = coll.dispatch._NOTIFIED
-    tuner_notified.clear()
+    coll.dispatch._NOTIFIED.clear()
     c = MPI.COMM_SELF.Dup()
     try:
         p = coll.plan(c)
@@ -351,11 +352,40 @@ def test_missing_table_means_native_with_one_notice(tmp_path, monkeypatch, capsy
         assert all(names[0] == "empty" and all(n == "native" for n in names[1:])
                    for names in p.choice.values())
         assert p.allgather[3] == c.Allgather or p.allgather[3].__self__ == c
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "using native MPI" in err
+        assert capsys.readouterr().err == ""
         p.free()
     finally:
         c.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_missing_table_means_native_with_one_notice_naming_pyfw_run(capsys):
+    import shutil
+    import tempfile
+    w = world()
+    old = os.environ.get("PYFW_COLL_CACHE")
+    empty = tempfile.mkdtemp(prefix="pyfw-coll-empty-")  # per rank: no shared pytest dirs
+    os.environ["PYFW_COLL_CACHE"] = empty
+    coll.dispatch._NOTIFIED.clear()
+    cs = [w.Dup(), w.Dup()]
+    try:
+        plans = [abort_on_error(lambda: coll.plan(c)) for c in cs]
+        err = capsys.readouterr().err
+        native = all(n == "native" for names in plans[0].choice.values() for n in names[1:])
+        hint = f"pyfw-run -n {w.Get_size()} -- python -m pyfw.coll.tune"
+        want = (err.count("\n") == 1 and hint in err and "using native MPI" in err
+                if w.Get_rank() == 0 else err == "")
+        for p in plans:
+            p.free()
+    finally:
+        for c in cs:
+            c.Free()
+        if old is None:
+            del os.environ["PYFW_COLL_CACHE"]
+        else:
+            os.environ["PYFW_COLL_CACHE"] = old
+        shutil.rmtree(empty, ignore_errors=True)
+    verdict([] if native and want else [f"rank {w.Get_rank()}: stderr {err!r}"])
 
 
 @pytest.mark.mpi(min_size=2)

@@ -12,8 +12,9 @@ Dispatch (mpi4py uppercase signatures, communicator first, ``algorithm=`` to for
     coll.use_links(comm, monitor)               # re-rank for the link monitor's forecasts
 
 ``comm`` is an mpi4py Intracomm or a :class:`pyfw.comm.Comm`. Tune once per machine and
-process count: ``mpiexec -n N python -m pyfw.coll.tune``; without a table the dispatch uses
-native MPI (one notice line). A 0-byte call is a no-op on every rank. The link cost model
+process count: ``pyfw-run -n N -- python -m pyfw.coll.tune`` (``mpiexec`` on a cluster);
+without a table the dispatch uses native MPI (one notice line; none on one process, where
+native is the only candidate). A 0-byte call is a no-op on every rank. The link cost model
 (:mod:`~pyfw.coll.model`) adds to the tuned times the modelled change since tuning of each
 algorithm's time under the current per-link latency/bandwidth forecasts. Algorithms live in one module per family:
 :mod:`~pyfw.coll.gather`, :mod:`~pyfw.coll.allgather`, :mod:`~pyfw.coll.alltoall`,

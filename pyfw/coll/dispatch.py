@@ -153,7 +153,7 @@ class Plan:
         self.priv = c.Dup()  # private context for the point-to-point algorithms
         self.layout = tuner.layout(c)
         self._smp: dict[str, object] = {}
-        if table is None:
+        if table is None and self.size > 1:  # one process: native is the only candidate
             table, why = tuner.load_table(c, self.layout)
             if why and notice and self.rank == 0 and why not in _NOTIFIED:
                 _NOTIFIED.add(why)

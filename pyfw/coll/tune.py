@@ -1,9 +1,12 @@
-"""``mpiexec -n N python -m pyfw.coll.tune``: measure the collectives, write the table.
+"""Measure the collectives on this machine and process count, and write the decision table.
 
-Options: ``--collectives allgather,gather`` (default: all), ``--sizes 0,1,64,4096``
-(per-rank block bytes; default 0 and powers of 4 to 1 MiB), ``--rounds`` (default 3),
-``--budget`` seconds per measured point and round (default 0.02), ``--cache-dir`` (default
-``$PYFW_COLL_CACHE`` or ``~/.cache/pyfw/coll``), ``--dry-run`` (print, write nothing).
+Run it under MPI with the process count you will use, e.g.:
+
+    pyfw-run -n 4 -- python -m pyfw.coll.tune
+
+(mpiexec -n 4 python -m pyfw.coll.tune on a cluster). Every algorithm and native MPI is
+timed at each size; the table goes to $PYFW_COLL_CACHE (default ~/.cache/pyfw/coll) and
+the dispatch (pyfw.coll.allgather, ...) uses it from then on.
 """
 from __future__ import annotations
 
@@ -20,13 +23,22 @@ def _sizes(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     from . import tuner
     from .dispatch import COLLECTIVES
-    ap = argparse.ArgumentParser(prog="python -m pyfw.coll.tune", description=__doc__)
-    ap.add_argument("--collectives", default=",".join(COLLECTIVES))
-    ap.add_argument("--sizes", type=_sizes, default=None)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=0.02)
-    ap.add_argument("--cache-dir", default=None)
-    ap.add_argument("--dry-run", action="store_true")
+    ap = argparse.ArgumentParser(prog="python -m pyfw.coll.tune", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--collectives", default=",".join(COLLECTIVES), metavar="LIST",
+                    help="comma-separated collectives to tune (default: all: %(default)s)")
+    ap.add_argument("--sizes", type=_sizes, default=None, metavar="LIST",
+                    help="comma-separated block sizes in bytes (per rank for allgather, "
+                         "gather, alltoall; default: 0 and powers of 4 up to 1 MiB)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="measurement rounds per size (default: %(default)s)")
+    ap.add_argument("--budget", type=float, default=0.02, metavar="SECONDS",
+                    help="time per measured size and round (default: %(default)s)")
+    ap.add_argument("--cache-dir", default=None, metavar="DIR",
+                    help="where to write the table (default: $PYFW_COLL_CACHE or "
+                         "~/.cache/pyfw/coll)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the decisions, write nothing")
     args = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     colls = [c for c in args.collectives.split(",") if c]

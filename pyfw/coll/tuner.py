@@ -106,7 +106,7 @@ def table_path(desc: dict, directory: str | None = None) -> str:
 # ------------------------------------------------------------------ table I/O
 def _read(desc: dict) -> tuple[dict | None, str]:
     path = table_path(desc)
-    hint = f"(run: mpiexec -n {desc['size']} python -m pyfw.coll.tune)"
+    hint = f"(run: pyfw-run -n {desc['size']} -- python -m pyfw.coll.tune)"
     if not os.path.exists(path):
         return None, f"no tuned table for this machine and layout at {path} {hint}"
     try:
