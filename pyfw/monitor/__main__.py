@@ -29,29 +29,18 @@ TRANSPORTS = {
 }
 
 
-def _parse_emulate(specs):
-    lat, bw = {}, {}
-    for spec in specs or []:
-        parts = spec.split(":")
-        i, j = (int(x) for x in parts[0].split("-"))
-        lat[(i, j)] = float(parts[1])
-        if len(parts) > 2:
-            bw[(i, j)] = float(parts[2])
-    return lat, bw
-
-
 def _probe(args) -> int:
     from mpi4py import MPI
 
     from ..comm import Comm
-    from .emulate import LinkShaper
+    from .emulate import LinkShaper, parse_links
     from .probes import STUDY_SIZES, allgather_test, probe_pairs, ring_test, sweep
     from .profile import write_json
     from .report import render
 
     comm = Comm(MPI.COMM_WORLD.Dup())
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(STUDY_SIZES)
-    lat, bw = _parse_emulate(args.emulate)
+    lat, bw = parse_links(",".join(args.emulate or []))  # clear error on a bad spec
     emulated = None
     if lat or bw:
         LinkShaper.for_comm(comm, latency=lat, bandwidth=bw)
@@ -121,36 +110,58 @@ def _report(args) -> int:
     return 0
 
 
+def _common(p, timeout: float, what: str) -> None:
+    p.add_argument("--reps", type=int, default=8,
+                   help="repetitions of each measurement (default: %(default)s)")
+    p.add_argument("--method", default="study", choices=["study", "median", "min", "mean"],
+                   help="summary of the repetitions: study = drop the 2 slowest and average "
+                        "the rest, min = best case (NetPIPE), median, mean "
+                        "(default: %(default)s)")
+    p.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
+                   help=f"longest wait for {what} (default: %(default)s)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pyfw.monitor",
                                  description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("probe", help="probe every pair (run under mpiexec)")
-    p.add_argument("--sizes", default=None, help="comma-separated bytes (default: 80,...,65536)")
-    p.add_argument("--reps", type=int, default=8)
-    p.add_argument("--method", default="study", choices=["study", "median", "min", "mean"])
-    p.add_argument("--iters", type=int, default=1, help="round trips per repetition")
-    p.add_argument("--timeout", type=float, default=10.0)
-    p.add_argument("--sweep", action="store_true", help="add a NetPIPE-style sweep")
-    p.add_argument("--max-bytes", type=int, default=1 << 20)
+    p = sub.add_parser("probe", help="probe every pair (run under pyfw-run / mpiexec)",
+                       description="Ping-pong every pair of ranks (and optionally more "
+                       "tests); rank 0 prints a table. Run under MPI: pyfw-run -n 4 -- "
+                       "python -m pyfw.monitor probe")
+    p.add_argument("--sizes", default=None, metavar="LIST",
+                   help="comma-separated message sizes in bytes (default: 80,320,640,16384,"
+                        "65536)")
+    _common(p, timeout=10.0, what="one answer from a probe partner")
+    p.add_argument("--iters", type=int, default=1,
+                   help="round trips per repetition (default: %(default)s)")
+    p.add_argument("--sweep", action="store_true",
+                   help="add a NetPIPE-style sweep of every pair up to --max-bytes")
+    p.add_argument("--max-bytes", type=int, default=1 << 20,
+                   help="largest sweep size in bytes (default: %(default)s)")
     p.add_argument("--no-pairs", action="store_true", help="skip the study-size matrix")
-    p.add_argument("--ring", action="store_true")
-    p.add_argument("--allgather", action="store_true")
-    p.add_argument("--emulate", action="append", help="I-J:LATENCY_S[:BANDWIDTH_BPS]")
-    p.add_argument("-o", "--output")
-    p.add_argument("--png", help="write PNGs with this path prefix")
+    p.add_argument("--ring", action="store_true",
+                   help="add a bidirectional ring test (every rank to both neighbours)")
+    p.add_argument("--allgather", action="store_true",
+                   help="add a native all-gather test (MPI_Iallgather per size)")
+    p.add_argument("--emulate", action="append", metavar="I-J:LATENCY_S[:BANDWIDTH_BPS]",
+                   help="slow link I-J by this latency (s) and bandwidth (B/s), recorded as "
+                        "ground truth in the JSON (repeatable)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the results as JSON")
+    p.add_argument("--png", metavar="PREFIX", help="write PNGs with this path prefix")
     t = sub.add_parser("transports", help="sweep per Open MPI transport (launches jobs)")
-    t.add_argument("-n", "--nprocs", type=int, default=2)
-    t.add_argument("--transports", default="sm,tcp")
-    t.add_argument("--max-bytes", type=int, default=1 << 20)
-    t.add_argument("--reps", type=int, default=8)
-    t.add_argument("--method", default="study", choices=["study", "median", "min", "mean"])
-    t.add_argument("--timeout", type=float, default=300.0)
-    t.add_argument("-o", "--output")
-    t.add_argument("--png")
+    t.add_argument("-n", "--nprocs", type=int, default=2,
+                   help="ranks per job (default: %(default)s)")
+    t.add_argument("--transports", default="sm,tcp", metavar="LIST",
+                   help=f"comma-separated, of {', '.join(TRANSPORTS)} (default: %(default)s)")
+    t.add_argument("--max-bytes", type=int, default=1 << 20,
+                   help="largest sweep size in bytes (default: %(default)s)")
+    _common(t, timeout=300.0, what="each transport's job (killed after it)")
+    t.add_argument("-o", "--output", metavar="FILE", help="write the results as JSON")
+    t.add_argument("--png", metavar="PREFIX", help="write PNGs with this path prefix")
     r = sub.add_parser("report", help="view a saved probe/transports/profile JSON")
-    r.add_argument("file")
-    r.add_argument("--png")
+    r.add_argument("file", help="a JSON written by probe, transports or a profile")
+    r.add_argument("--png", metavar="PREFIX", help="write PNGs with this path prefix")
     args = ap.parse_args(argv)
     return {"probe": _probe, "transports": _transports, "report": _report}[args.cmd](args)
 

@@ -145,6 +145,9 @@ def _heat(plt, m, title, path, fmt, scale):
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("rank")
     ax.set_ylabel("rank")
+    from matplotlib.ticker import MaxNLocator
+    for axis in (ax.xaxis, ax.yaxis):  # ranks are whole numbers
+        axis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -162,12 +165,14 @@ def _curves(plt, series, path, title):
     a1.set_ylabel("one-way time (us)")
     a2.set_xlabel("message size (B)")
     a2.set_ylabel("bandwidth (MB/s)")
-    a1.legend(fontsize=7)
+    # beside the plots, not over the curves (a pair matrix has many links)
+    a2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
+              ncol=1 + len(series) // 16)
     a1.grid(True, which="both", alpha=0.3)
     a2.grid(True, which="both", alpha=0.3)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
