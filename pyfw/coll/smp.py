@@ -78,8 +78,7 @@ class SmpAllgather:
 
         A grown window replaces the old one, which is freed only at the next call: a view
         of the previous call lives in it and must stay valid until then (freeing it at once
-        left that view on unmapped memory: a segfault on reading it, and a hang across
-        nodes, where the other ranks waited for the dead one)."""
+        left that view on unmapped memory: reading it segfaulted, on one node as on two)."""
         self._free_window(self._retired)
         self._retired = None
         if nbytes <= self.cap and self.win is not None:
