@@ -143,6 +143,7 @@ class SubmitJob:
 
     def __init__(self, executor, setup):
         self.executor = executor
+        self.lock = executor._pool.lock
         self.call = SubmitCall(setup)
         self.pending: deque = deque()   # (future, fn, args, kwargs); guarded by pool.lock
         self.rounds: list = []          # (Round, [future, ...]); pool thread only
@@ -181,8 +182,7 @@ class SubmitJob:
         room = target - self.inflight
         if room <= 0 or not self.pending:
             return
-        lock = self.executor._pool.lock
-        with lock:
+        with self.lock:
             calls = [self.pending.popleft() for _ in range(min(room, len(self.pending)))]
         blobs, futs = [], []
         for fut, fn, args, kwargs in calls:
@@ -247,7 +247,7 @@ class SubmitJob:
                 if not fut.done():
                     fut.set_exception(err)
         self.rounds = []
-        with self.executor._pool.lock:
+        with self.lock:
             self.fail_pending(err)
             self.closed = True
 
@@ -333,6 +333,7 @@ class MapJob:
     def broken(self, msg, exc) -> None:
         err = BrokenExecutor(msg)
         err.__cause__ = exc
+        self.executor._broken = self.executor._broken or msg
         self._finish(err)
 
     def cancel(self) -> None:

@@ -180,6 +180,10 @@ class Executor(cf.Executor):
             if check:
                 self._check_open("submit")
             pool = self._pool
+            if pool is None and self._spmd_farm is not None:
+                raise RuntimeError("an Executor over several ranks (comm=...) works inside "
+                                   "`with` on every rank: `with Executor(comm=comm) as ex: "
+                                   "if ex is not None: ...`")
             if pool is None:
                 pool = _context.shared_pool()
                 if pool is not None:   # classes pickled on workers name the main module so
@@ -202,8 +206,7 @@ class Executor(cf.Executor):
 
     def _mark_broken(self, err) -> None:
         """An initializer failed (pool thread): break this executor, as mpi4py does."""
-        pool = self._pool
-        with pool.lock:
+        with self._job.lock:
             if self._broken is None:
                 self._broken = "initializer failed"
                 self._broken_cause = user_exception(err)
