@@ -1,6 +1,7 @@
 """Run as ``python -m pyfw.futures futures_fault_script.py OUT MARKER`` under ULFM: a worker
 SIGKILLed mid-map (results still complete, each exactly once), then every worker killed
-(``result()`` raises BrokenExecutor instead of waiting for ever)."""
+(``result()``, pending futures, ``map``, leaving ``with`` and the next executor all raise
+BrokenExecutor or return, instead of waiting for ever)."""
 import json
 import os
 import signal
@@ -28,9 +29,19 @@ if __name__ == "__main__":
     with Executor() as ex:
         out["results"] = list(ex.map(step, range(200), [marker] * 200))
         out["workers_left"] = ex.num_workers
-        t0 = time.monotonic()
+        pending = [ex.submit(time.sleep, 0.5) for _ in range(4)]
         try:
             ex.submit(die, 0).result(timeout=60)
         except BrokenExecutor as exc:
-            out["broken"] = [type(exc).__name__, round(time.monotonic() - t0, 1)]
-        json.dump(out, open(out_path, "w"))
+            out["broken"] = type(exc).__name__
+        out["pending"] = sorted({type(f.exception(timeout=60)).__name__ for f in pending})
+        try:
+            list(ex.map(abs, range(5), timeout=60))
+        except BrokenExecutor:
+            out["map_broken"] = True
+    # leaving `with` above returned; a new executor on the broken pool fails at once
+    try:
+        Executor().submit(abs, 1)
+    except BrokenExecutor:
+        out["next_executor"] = "BrokenExecutor"
+    json.dump(out, open(out_path, "w"))

@@ -206,4 +206,17 @@ def test_worker_death_neither_hangs_nor_duplicates(tmp_path):
     got = json.loads(out.read_text())
     assert marker.exists() and got["results"] == [x * x for x in range(200)]
     assert got["workers_left"] == 1
-    assert got["broken"][0] == "BrokenExecutor"   # raised, not a 60 s timeout
+    assert got["broken"] == "BrokenExecutor"   # raised, not a 60 s timeout
+    assert set(got["pending"]) <= {"BrokenExecutor", "NoneType"}   # each one resolved
+    assert got["map_broken"] and got["next_executor"] == "BrokenExecutor"
+
+
+@pytest.mark.launch
+def test_master_failure_ends_the_job(tmp_path):
+    code = ("import time; from pyfw.futures import Executor\n"
+            "ex = Executor(); fs = [ex.submit(time.sleep, 0.01) for _ in range(50)]\n"
+            "raise ValueError('the master gives up')")
+    res = launch.run(3, [sys.executable, "-m", "pyfw.futures", "-c", code], timeout=60,
+                     capture=True)
+    assert not res.timed_out and res.returncode != 0
+    assert "the master gives up" in res.stdout + res.stderr
