@@ -148,10 +148,8 @@ class Farm:
         ``tail_duplication=False`` keeps idle workers from running copies of this round's
         last chunks (useful when ranks outnumber cores, so copies would compete for them).
         """
-        state = self._start(tasks_or_fn, iterables, name, policy, chunksize, None)
-        if tail_duplication is not None:
-            state.tail_duplication = tail_duplication
-        return Round(self, state)
+        return self.open(tasks_or_fn, *iterables, name=name, policy=policy,
+                         chunksize=chunksize, tail_duplication=tail_duplication)
 
     def open(self, tasks_or_fn, *iterables, star: bool = False, total: int | None = None,
              name: str | None = None, policy=None, chunksize: int | None = None,
