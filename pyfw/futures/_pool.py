@@ -195,8 +195,13 @@ class SubmitJob:
                 continue
             futs.append(fut)
         if blobs:
-            rnd = farm.open(self.call, blobs, name=f"futures-submit-{next(_names)}",
-                            tail_duplication=False)
+            try:
+                rnd = farm.open(self.call, blobs, name=f"futures-submit-{next(_names)}",
+                                policy=self.executor._policy, tail_duplication=False)
+            except BaseException as exc:   # these futures fail; a broken farm fails in step
+                for fut in futs:
+                    fut.set_exception(exc)
+                return
             self.rounds.append((rnd, futs))
             self.inflight += len(blobs)
 
@@ -293,6 +298,7 @@ class MapJob:
         try:
             self.round = farm.open(self.fn, self._source(), star=self.star, total=self.total,
                                    chunksize=self.chunksize, window=self.window,
+                                   policy=self.executor._policy,
                                    name=f"futures-map-{next(_names)}", tail_duplication=False)
         except BaseException as exc:
             self._finish(exc)

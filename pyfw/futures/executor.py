@@ -11,6 +11,7 @@ from concurrent import futures as cf
 from mpi4py import MPI
 
 from ..farm import Farm
+from ..farm.policies import make_policy
 from . import _context
 from ._context import WORKER_RUN_NAME
 from ._pool import MapJob, Pool, SubmitJob
@@ -60,6 +61,8 @@ class Executor(cf.Executor):
         if unknown:
             raise TypeError(f"Executor() got unexpected keyword argument(s): "
                             f"{', '.join(sorted(unknown))}")
+        if policy is not None:
+            make_policy(policy)   # an unknown name fails here, on the caller's thread
         self._max_workers_arg = max_workers
         self._policy = policy
         self._setup = Setup(next(_ids), initializer, initargs,
