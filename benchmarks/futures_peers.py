@@ -174,8 +174,9 @@ def job(args):
         from charm4py import charm
 
         def main(_):
-            write(run_scenarios(peer, lambda f, xs: charm.pool.map(f, xs), workers, reps,
-                                scen, tmp))
+            def mapper(f, xs):   # charm.pool calls f(*item) for a tuple item: wrap those
+                return charm.pool.map(f, [(x,) if isinstance(x, tuple) else x for x in xs])
+            write(run_scenarios(peer, mapper, workers, reps, scen, tmp))
             charm.exit()
         charm.start(main)
 
@@ -256,10 +257,17 @@ def main(argv=None):
     ap.add_argument("--peers", nargs="+", default=list(PEERS))
     ap.add_argument("--job"), ap.add_argument("--out"), ap.add_argument("--nworkers", type=int)
     ap.add_argument("--scenario", default="all")
+    ap.add_argument("--merge", action="store_true",
+                    help="update the peers run into the existing JSON report")
     args = ap.parse_args(argv)
     if args.job:
         return job(args)
+    path = os.path.join(RESULTS, "futures_peers.json")
     report = {"uptime_before": os.getloadavg(), "reps": args.reps, "peers": {}}
+    if args.merge and os.path.exists(path):   # re-run some peers into an earlier report
+        with open(path) as fh:
+            report = json.load(fh)
+        report.setdefault("merged_load", []).append(os.getloadavg())
     for peer in args.peers:
         for w in args.workers:
             reps = 3 if peer in SLOW else args.reps
@@ -282,7 +290,6 @@ def main(argv=None):
             print(json.dumps({peer: {w: entry}}, default=str)[:600], flush=True)
     report["uptime_after"] = os.getloadavg()
     os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, "futures_peers.json")
     with open(path, "w") as fh:
         json.dump(report, fh, indent=1)
     print(table(report))

@@ -30,6 +30,25 @@ _FARM_OPTIONS = ("task_timeout", "max_attempts", "retries", "pipeline_depth", "m
                  "setup", "setup_args", "progress", "summary", "journal")
 
 
+def _validate(max_workers, initializer, policy, options) -> None:
+    """Reject bad arguments as MPIPoolExecutor does (same exception types and messages)."""
+    if max_workers is not None and int(max_workers) <= 0:
+        raise ValueError("max_workers must be greater than 0")
+    if initializer is not None and not callable(initializer):
+        raise TypeError("initializer must be a callable")
+    if _context.importing_main:
+        raise RuntimeError(
+            "an Executor was created while a worker imported the main program: under "
+            "`python -m pyfw.futures` put the code that uses it under "
+            "`if __name__ == '__main__':`")
+    unknown = set(options) - set(_SPAWN_OPTIONS + _WORKER_OPTIONS + _FARM_OPTIONS)
+    if unknown:
+        raise TypeError(f"Executor() got unexpected keyword argument(s): "
+                        f"{', '.join(sorted(unknown))}")
+    if policy is not None:
+        make_policy(policy)   # an unknown name fails here, on the caller's thread
+
+
 class Executor(cf.Executor):
     """Run callables on pyfw workers; a drop-in for ``mpi4py.futures.MPIPoolExecutor``.
 
@@ -46,24 +65,7 @@ class Executor(cf.Executor):
 
     def __init__(self, max_workers=None, initializer=None, initargs=(), *, comm=None,
                  root: int = 0, policy=None, **options):
-        if max_workers is not None:
-            max_workers = int(max_workers)
-            if max_workers <= 0:
-                raise ValueError("max_workers must be greater than 0")
-        if initializer is not None and not callable(initializer):
-            raise TypeError("initializer must be a callable")
-        if _context.importing_main:
-            raise RuntimeError(
-                "an Executor was created while a worker imported the main program: under "
-                "`python -m pyfw.futures` put the code that uses it under "
-                "`if __name__ == '__main__':`")
-        unknown = set(options) - set(_SPAWN_OPTIONS + _WORKER_OPTIONS + _FARM_OPTIONS)
-        if unknown:
-            raise TypeError(f"Executor() got unexpected keyword argument(s): "
-                            f"{', '.join(sorted(unknown))}")
-        if policy is not None:
-            make_policy(policy)   # an unknown name fails here, on the caller's thread
-        self._max_workers_arg = max_workers
+        _validate(max_workers, initializer, policy, options)
         self._policy = policy
         self._setup = Setup(next(_ids), initializer, initargs,
                             *(options.get(k) for k in _WORKER_OPTIONS))
