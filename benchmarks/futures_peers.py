@@ -19,7 +19,7 @@ start is reported with its error. Run under ``flock /tmp/pyfw-bench.lock``::
 
     python benchmarks/futures_peers.py [--workers 2 4] [--reps 5] [--peers ...]
 
-Writes ``benchmarks/results/futures_peers.json`` and ``futures_peers.png``.
+Writes ``benchmarks/results/futures_peers.json``, ``.txt`` (the table) and ``.png``.
 """
 from __future__ import annotations
 
@@ -292,7 +292,10 @@ def main(argv=None):
     os.makedirs(RESULTS, exist_ok=True)
     with open(path, "w") as fh:
         json.dump(report, fh, indent=1)
-    print(table(report))
+    text = table(report)
+    print(text)
+    with open(os.path.join(RESULTS, "futures_peers.txt"), "w") as fh:
+        fh.write(text + "\n")
     plot(report, os.path.join(RESULTS, "futures_peers.png"))
 
 
