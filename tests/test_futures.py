@@ -39,6 +39,9 @@ def exercise(ex):
         for value in ex.map(ft.fail_on_seven, range(10)):
             got.append(value)
     out["before_error"] = got
+    with pytest.raises(TypeError):   # an item that cannot be pickled fails its map only
+        list(ex.map(ft.square, [1, threading.Lock()]))
+    out["after_bad_item"] = ex.submit(ft.square, 5).result(timeout=60)
     with pytest.raises(cf.TimeoutError):
         list(ex.map(ft.sleepy, [1.0], timeout=0.1))
     with pytest.raises(cf.TimeoutError):
@@ -52,7 +55,7 @@ def check(out):
     assert out["two"] == [10, 12, 14, 16, 18] and out["star"] == [3, 10]
     assert out["unordered"] == [i * i for i in range(20)] and out["nothing"] == []
     assert out["error"] == ("ValueError", "RemoteTraceback", True, 1, True)
-    assert out["before_error"] == list(range(7))
+    assert out["before_error"] == list(range(7)) and out["after_bad_item"] == 25
 
 
 def test_serial_executor():
