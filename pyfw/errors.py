@@ -4,6 +4,7 @@ from __future__ import annotations
 __all__ = [
     "PyfwError", "RemoteTraceback", "TaskError", "TaskSerializationError", "TaskQuarantined",
     "TaskCancelled", "FarmBroken", "PeerFailure", "CommTimeout", "ConfigurationError",
+    "InitializerFailed",
 ]
 
 
@@ -72,3 +73,8 @@ class PeerFailure(PyfwError):
 
 class CommTimeout(PyfwError, TimeoutError):
     """A receive did not complete before its deadline (a peer is slow or gone)."""
+
+
+class InitializerFailed(PyfwError):
+    """An executor's initializer raised on a worker (``pyfw.futures`` turns it into
+    ``BrokenExecutor``, as mpi4py does; the message holds the worker's traceback)."""

@@ -5,6 +5,6 @@ state and cancellation) and :mod:`pyfw.farm.policies` (chunking and pipelining).
 """
 from .master import Farm, Round
 from .policies import POLICIES
-from .task import Context, Done, Task
+from .task import Batch, Context, Done, Task
 
-__all__ = ["Farm", "Round", "Task", "Context", "Done", "POLICIES"]
+__all__ = ["Farm", "Round", "Batch", "Task", "Context", "Done", "POLICIES"]

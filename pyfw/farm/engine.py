@@ -608,6 +608,8 @@ class Engine:
                     chunk_time = None if mean is None else mean * len(w.inflight[-1].ids)
                     if n >= pipeline.depth(chunk_time, w.rank):
                         break
+                    if mean is None and any(not x.inflight for x in workers):
+                        break  # unmeasured: a second chunk only once every worker has one
                     if mean is not None and self._outstanding(w, now) >= lead:
                         break
                 rnd = next((r for r in active if r.has_pending()), None)
@@ -630,7 +632,11 @@ class Engine:
         try:
             data = Comm.dumps((cid, rnd.rid, wire_ids, Comm.dumps((rnd.wire_fn, items))))
         except Exception as exc:
-            self._unpicklable(rnd, ids, items, exc)
+            try:
+                self._unpicklable(rnd, ids, items, exc)
+            except TaskSerializationError as err:
+                err.round_name = rnd.name  # a caller driving several rounds fails this one
+                raise
         chunk = _Chunk(cid, rnd, ids, items, w.rank, now)
         if w.inflight:
             chunk.t_head = math.inf  # becomes the head when the one before it comes back

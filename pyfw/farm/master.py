@@ -12,10 +12,10 @@ from .engine import Engine, RoundState, SerialEngine
 from .journal import Journal
 from .policies import Pipeline, make_policy
 from .progress import Progress, format_summary
-from .task import Done, Task
+from .task import Batch, Done, Task
 from .worker import serve
 
-__all__ = ["Farm", "Round", "InOrder"]
+__all__ = ["Farm", "Round", "Batch", "InOrder"]
 
 _ON_ERROR = ("raise", "collect")
 
@@ -148,10 +148,33 @@ class Farm:
         ``tail_duplication=False`` keeps idle workers from running copies of this round's
         last chunks (useful when ranks outnumber cores, so copies would compete for them).
         """
-        state = self._start(tasks_or_fn, iterables, name, policy, chunksize, None)
+        return self.open(tasks_or_fn, *iterables, name=name, policy=policy,
+                         chunksize=chunksize, tail_duplication=tail_duplication)
+
+    def open(self, tasks_or_fn, *iterables, star: bool = False, total: int | None = None,
+             name: str | None = None, policy=None, chunksize: int | None = None,
+             window: int | None = None, tail_duplication: bool | None = None) -> "Round":
+        """Start a round and return at once: the non-blocking face of the farm.
+
+        The caller drives the farm with :meth:`step`, collects results with
+        :meth:`Round.drain` and ends the round with :meth:`Round.close`; the farm itself
+        starts no thread. ``star=True`` calls ``fn(*item)``; ``total`` (the number of items,
+        when the source has no ``len``) sizes the chunks; ``window`` bounds dispatch to
+        ``window`` items past the last one acknowledged with :meth:`Round.release`.
+        """
+        state = self._start(tasks_or_fn, iterables, name, policy, chunksize, window, star)
+        if total is not None and state.total is None:
+            state.total = total
         if tail_duplication is not None:
             state.tail_duplication = tail_duplication
         return Round(self, state)
+
+    def step(self) -> bool:
+        """One turn of the dispatch loop: take in arrived results, hand out work (sleeping a
+        capped backoff when nothing happened). True if anything happened. Raises
+        :class:`pyfw.FarmBroken` when the farm cannot go on."""
+        self._require_master("step")
+        return self.engine.step()
 
     def map(self, tasks_or_fn, *iterables, unordered: bool = False,
             chunksize: int | None = None, name: str | None = None, policy=None,
@@ -356,6 +379,41 @@ class Round:
         """Cancel pending and running tasks; with ``wait``, return once workers are idle."""
         self.farm.engine.cancel_round(self.state, wait=wait)
         self._records.close()
+
+    # ------------------------------------------- non-blocking use (see Farm.open)
+    @property
+    def finished(self) -> bool:
+        """True once every task has a result (or error), or the round was cancelled."""
+        return self.state.finished
+
+    def drain(self) -> list[Batch]:
+        """The results that have arrived since the last call, without waiting: a list of
+        :class:`Batch` (errors are in the batches, never raised). Needs :meth:`Farm.step`
+        to be called for results to arrive."""
+        outputs, journal = self.state.outputs, self.farm.journal
+        got = []
+        while outputs:
+            rec = outputs.popleft()
+            if journal is not None:
+                journal.record(self.state.name, rec)
+            got.append(Batch(*rec))
+        return got
+
+    def release(self, upto: int | None) -> None:
+        """Results below index ``upto`` have been consumed: dispatch may run ``window``
+        items past it. ``None`` lifts the window for good."""
+        if upto is None:
+            self.state.window = None
+        else:
+            self.state.window_base = upto
+
+    def close(self) -> None:
+        """End the round: unfinished tasks are cancelled (without waiting for running ones)
+        and the farm forgets it. Idempotent."""
+        state, engine = self.state, self.farm.engine
+        if not state.finished and not self.farm._closed:
+            engine.cancel_round(state, wait=False)
+        engine.end_round(state)
 
 
 def _checked_tasks(tasks: Iterable) -> Iterator:

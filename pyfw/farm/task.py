@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-__all__ = ["Task", "Context", "Done"]
+__all__ = ["Task", "Context", "Done", "Batch"]
 
 
 class Task:
@@ -83,3 +83,15 @@ class Done:
     def __repr__(self) -> str:
         what = f"error={self.error!r}" if self.error is not None else f"result={self.result!r}"
         return f"Done(index={self.index}, {what}, rank={self.rank})"
+
+
+class Batch(NamedTuple):
+    """Results of consecutive tasks of one round that came back together (see
+    :meth:`pyfw.farm.Round.drain`): task ``ids`` (a range or list), their ``values``,
+    ``errors`` (``None``, or a dict mapping a position in ``ids`` to the
+    :class:`pyfw.TaskError` that replaced the value there) and the worker ``rank``."""
+
+    ids: Any
+    values: list
+    errors: dict | None
+    rank: int

@@ -1,5 +1,11 @@
-"""``mpiexec -n N python -m pyfw.futures script.py [args]`` (or ``-m module``, ``-c code``):
-rank 0 runs the program; the other ranks serve every :class:`pyfw.futures.Executor` it makes.
+"""``pyfw-run -n N -- python -m pyfw.futures (script.py | -m module | -c code) [args]``:
+rank 0 runs the program; the other ranks serve every executor it creates.
+
+As with ``python -m mpi4py.futures``: the program sees ``sys.argv`` as if run directly
+(``[script.py, *args]``, ``[module path, *args]`` or ``['-c', *args]``); workers keep
+their own command line and import the main script or module as ``__worker__`` (also
+registered as ``__main__`` and ``__mp_main__``), so functions defined there can be
+submitted, while its ``if __name__ == '__main__':`` block does not run on them.
 """
 import os
 import runpy
@@ -8,60 +14,107 @@ import types
 
 from mpi4py import MPI
 
-from .. import futures
 from ..farm import Farm
+from . import _context
+from ._context import WORKER_RUN_NAME
+from ._pool import Pool
 
-USAGE = "usage: python -m pyfw.futures (script.py | -m module | -c code) [args ...]"
+
+def _usage(error=None) -> int:
+    python = os.path.basename(sys.executable)
+    text = (f"usage: {python} -m pyfw.futures <pyfile> [arg] ...\n"
+            f"   or: {python} -m pyfw.futures -m <module> [arg] ...\n"
+            f"   or: {python} -m pyfw.futures -c <string> [arg] ...")
+    if error:
+        print(error, file=sys.stderr)
+        print(text, file=sys.stderr)
+        return 1
+    print(text)
+    return 0
+
+
+def _check(argv):
+    """None if the command line can run, else the exit status after printing why."""
+    if not argv:
+        return _usage("No path specified for execution")
+    if argv[0] in ("-h", "--help"):
+        return _usage()
+    if argv[0] in ("-m", "-c"):
+        return _usage(f"Argument expected for option: {argv[0]}") if len(argv) < 2 else None
+    if argv[0].startswith("-"):
+        return _usage(f"Unknown option: {argv[0]}")
+    if not os.path.exists(argv[0]):
+        return _usage(f"Path does not exist: {argv[0]}")
+    return None
 
 
 def _import_main_on_worker(argv) -> None:
-    """Make functions defined in the user's main program unpicklable-by-name on workers:
-    run it as ``__mp_main__`` (its ``if __name__ == "__main__":`` block does not run) and
-    let ``__main__`` refer to it, as multiprocessing's spawn start method does."""
-    futures._importing_main = True
+    """Import the user's program as ``__worker__`` and let ``__main__`` refer to it."""
+    module = types.ModuleType(WORKER_RUN_NAME)
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = sys.modules[WORKER_RUN_NAME] = module
+    _context.importing_main = True
     try:
         if argv[0] == "-m":
-            namespace = runpy.run_module(argv[1], run_name="__mp_main__")
+            namespace = runpy.run_module(argv[1], run_name=WORKER_RUN_NAME)
         else:
-            namespace = runpy.run_path(argv[0], run_name="__mp_main__")
+            sys.path[0] = os.path.realpath(os.path.dirname(argv[0]))
+            namespace = runpy.run_path(argv[0], run_name=WORKER_RUN_NAME)
+    except BaseException:
+        sys.modules["__main__"] = saved
+        raise
     finally:
-        futures._importing_main = False
-    module = types.ModuleType("__mp_main__")
+        _context.importing_main = False
     module.__dict__.update(namespace)
     sys.modules["__main__"] = sys.modules["__mp_main__"] = module
 
 
+def _run_program(argv) -> None:
+    if argv[0] == "-m":
+        sys.argv = argv[1:]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    elif argv[0] == "-c":
+        sys.argv = ["-c"] + argv[2:]
+        code = compile(argv[1], "<string>", "exec")
+        exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
+    else:
+        sys.argv = list(argv)
+        sys.path[0] = os.path.realpath(os.path.dirname(argv[0]))
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+def _serve_program(farm, argv) -> int:
+    """Run the program on the master with a shared pool; returns its exit status."""
+    pool = Pool(farm, own=False)
+    _context.set_shared_pool(pool)
+    status = 0
+    try:
+        _run_program(argv)
+    except SystemExit as exc:
+        code = exc.code
+        if code not in (None, 0):
+            raise
+    finally:
+        _context.set_shared_pool(None)
+        pool.close(wait=True)   # waits for every executor's work, as mpi4py does
+    return status
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr)
-        return 0 if argv else 2
-    if argv[0] in ("-m", "-c") and len(argv) < 2:
-        print(USAGE, file=sys.stderr)
-        return 2
-    script = None if argv[0] in ("-m", "-c") else argv[0]
-    if script is not None:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    if MPI.COMM_WORLD.Get_rank() != 0 and argv[0] != "-c":
+    status = _check(argv)   # the same verdict on every rank: none is left in a collective
+    if status is not None:
+        return status
+    world = MPI.COMM_WORLD
+    if world.Get_rank() != 0 and argv[0] != "-c":
         _import_main_on_worker(argv)
-    with Farm(MPI.COMM_WORLD) as farm:
-        if farm.is_master:
-            futures._shared_farm = farm
-            try:
-                if argv[0] == "-m":
-                    sys.argv = argv[1:]
-                    runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-                elif argv[0] == "-c":
-                    sys.argv = ["-c"] + argv[2:]
-                    exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
-                else:
-                    sys.argv = argv
-                    runpy.run_path(argv[0], run_name="__main__")
-            finally:
-                for ex in list(futures._executors):
-                    ex.shutdown(wait=True)
-                futures._shared_farm = None
-    return 0
+    farm = Farm(world)
+    if not farm.is_master:
+        with _context.serving_on():
+            farm.__enter__()
+        return 0
+    with farm:
+        return _serve_program(farm, argv)
 
 
 if __name__ == "__main__":

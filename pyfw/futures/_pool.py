@@ -1,0 +1,348 @@
+"""The thread that drives one farm for every executor on it (private).
+
+A :class:`Pool` owns a :class:`pyfw.farm.Farm` (on the master rank) and one thread; only
+that thread touches the farm, through its public round API (``open``, ``step``,
+``Round.drain``, ``Round.close``). Executors hand it *jobs*: a :class:`SubmitJob` per
+executor (its submitted calls) and a :class:`MapJob` per ``map`` call. Each turn the thread
+starts new jobs, lets every job feed and drain its rounds, and steps the farm; with nothing
+to do it sleeps on a condition (no polling). If the farm fails, every job fails with
+``BrokenExecutor`` carrying the cause: nothing waits for ever.
+"""
+from __future__ import annotations
+
+import itertools
+import pickle
+import threading
+import time
+from collections import deque
+from concurrent.futures import BrokenExecutor, CancelledError
+
+from ..errors import TaskSerializationError
+from ._remote import SubmitCall, is_initializer_failure, user_exception
+
+__all__ = ["Pool", "SubmitJob", "MapJob"]
+
+_names = itertools.count()
+
+
+class Pool:
+    """One farm, one driving thread, any number of executors (see the module docstring)."""
+
+    def __init__(self, farm, own: bool):
+        self.farm, self.own = farm, own
+        self.lock = threading.Lock()
+        self.wakeup = threading.Condition(self.lock)    # the pool thread sleeps on it
+        self.changed = threading.Condition(self.lock)   # a job finished, or the pool broke
+        self.incoming: deque = deque()
+        self.jobs: list = []
+        self.closing = False
+        self.broken: str | None = None
+        self.thread = threading.Thread(target=self._run, name="pyfw-futures-pool", daemon=True)
+        self.thread.start()
+
+    @property
+    def num_workers(self) -> int:
+        return 0 if self.broken else self.farm.num_workers
+
+    def add(self, job) -> None:
+        """Queue a new job (call with ``self.lock`` held)."""
+        if self.broken is not None:
+            raise BrokenExecutor(self.broken)
+        self.incoming.append(job)
+        self.wakeup.notify()
+
+    def close(self, wait: bool = True) -> None:
+        """Finish the jobs already queued, then stop (and close the farm if it is ours)."""
+        with self.lock:
+            self.closing = True
+            for job in self.jobs + list(self.incoming):
+                job.finish_when_idle()
+            self.wakeup.notify()
+        if wait and threading.current_thread() is not self.thread:
+            self.thread.join()
+
+    def _run(self) -> None:
+        reason = None
+        try:
+            while self._turn():
+                pass
+        except BaseException as exc:  # the farm failed: fail everything, never hang
+            reason = f"{type(exc).__name__}: {exc}"
+            self._break(exc)
+        finally:
+            if self.own:
+                self.farm.close(reason)
+
+    def _turn(self) -> bool:
+        with self.lock:
+            new = list(self.incoming)
+            self.incoming.clear()
+            if not new and not any(job.busy for job in self.jobs):
+                self._prune()
+                if self.closing and not self.jobs:
+                    return False
+                self.wakeup.wait(0.25)
+                return True
+        farm = self.farm
+        self.jobs.extend(new)
+        for job in new:
+            job.start(farm)
+        for job in self.jobs:
+            job.pump(farm)
+        if any(job.done for job in self.jobs):
+            with self.lock:
+                self._prune()
+        if any(job.busy for job in self.jobs):
+            try:
+                farm.step()
+            except TaskSerializationError as exc:   # one map's items cannot be pickled
+                self._fail_round(exc)
+        return True
+
+    def _prune(self) -> None:
+        """Forget finished jobs and tell waiting shutdowns (call with the lock held)."""
+        self.jobs = [job for job in self.jobs if not job.done]
+        self.changed.notify_all()
+
+    def wait_for(self, jobs) -> None:
+        """Block until ``jobs`` are done (or the pool broke or stopped)."""
+        with self.lock:
+            while any(j is not None and not j.done for j in jobs):
+                if self.broken is not None or not self.thread.is_alive():
+                    return
+                self.wakeup.notify()
+                self.changed.wait(0.1)
+
+    def _fail_round(self, exc) -> None:
+        name = getattr(exc, "round_name", None)
+        for job in self.jobs:
+            if isinstance(job, MapJob) and job.owns(name):
+                job.fail(exc.__cause__ if exc.__cause__ is not None else exc)
+                return
+        raise exc
+
+    def _break(self, exc) -> None:
+        msg = f"the executor's pool failed: {type(exc).__name__}: {exc}"
+        with self.lock:
+            self.broken = msg
+            jobs = self.jobs + list(self.incoming)
+            self.incoming.clear()
+        for job in jobs:
+            job.broken(msg, exc)
+        with self.lock:
+            self.changed.notify_all()
+
+
+class SubmitJob:
+    """The submitted calls of one executor.
+
+    Calls wait here (pending, cancellable) and move to the farm a batch at a time, keeping
+    about twice the number of workers in flight when tasks are long, and about 50 ms of
+    work when they are short; a call is *running* (no longer cancellable) once it moved.
+    """
+
+    def __init__(self, executor, setup):
+        self.executor = executor
+        self.lock = executor._pool.lock
+        self.call = SubmitCall(setup)
+        self.pending: deque = deque()   # (future, fn, args, kwargs); guarded by pool.lock
+        self.rounds: list = []          # (Round, [future, ...]); pool thread only
+        self.inflight = 0
+        self.closed = False
+        self.rate, self._count, self._t0 = 0.0, 0, time.monotonic()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.pending) or bool(self.rounds)
+
+    @property
+    def done(self) -> bool:
+        return self.closed and not self.busy
+
+    def start(self, farm) -> None:
+        pass
+
+    def finish_when_idle(self) -> None:
+        self.closed = True
+
+    def pump(self, farm) -> None:
+        self._feed(farm)
+        still = []
+        for rnd, futs in self.rounds:
+            for batch in rnd.drain():
+                self._settle(futs, batch)
+            if rnd.finished:
+                rnd.close()
+            else:
+                still.append((rnd, futs))
+        self.rounds = still
+
+    def _feed(self, farm) -> None:
+        target = max(2 * max(1, farm.num_workers), int(self.rate * 0.05))
+        room = target - self.inflight
+        if room <= 0 or not self.pending:
+            return
+        with self.lock:
+            calls = [self.pending.popleft() for _ in range(min(room, len(self.pending)))]
+        blobs, futs = [], []
+        for fut, fn, args, kwargs in calls:
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                blobs.append(pickle.dumps((fn, args, kwargs), pickle.HIGHEST_PROTOCOL))
+            except BaseException as exc:   # as in mpi4py: the future fails, the pool goes on
+                fut.set_exception(exc)
+                continue
+            futs.append(fut)
+        if blobs:
+            try:
+                rnd = farm.open(self.call, blobs, name=f"futures-submit-{next(_names)}",
+                                policy=self.executor._policy, tail_duplication=False)
+            except BaseException as exc:   # these futures fail; a broken farm fails in step
+                for fut in futs:
+                    fut.set_exception(exc)
+                return
+            self.rounds.append((rnd, futs))
+            self.inflight += len(blobs)
+
+    def _settle(self, futs, batch) -> None:
+        errors = batch.errors
+        for pos, (tid, value) in enumerate(zip(batch.ids, batch.values)):
+            fut = futs[tid]
+            err = errors.get(pos) if errors else None
+            if err is None:
+                try:
+                    value = pickle.loads(value)
+                except BaseException as exc:   # as in mpi4py: this future fails alone
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(value)
+            elif is_initializer_failure(err):
+                self.executor._mark_broken(err)
+                fut.set_exception(self.executor._broken_error())
+            else:
+                fut.set_exception(user_exception(err))
+        n = len(batch.ids)
+        self.inflight -= n
+        self._count += n
+        now = time.monotonic()
+        if now - self._t0 > 0.02:
+            self.rate, self._count, self._t0 = self._count / (now - self._t0), 0, now
+
+    def cancel_pending(self) -> None:
+        """Cancel the calls not yet handed to the farm (call with the pool lock held)."""
+        while self.pending:
+            fut = self.pending.popleft()[0]
+            fut.cancel()
+            fut.set_running_or_notify_cancel()   # wakes wait()/as_completed() on it
+
+    def fail_pending(self, error) -> None:
+        """Fail the calls not yet handed to the farm (call with the pool lock held)."""
+        while self.pending:
+            fut = self.pending.popleft()[0]
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(error)
+
+    def broken(self, msg, exc) -> None:
+        err = BrokenExecutor(msg)
+        err.__cause__ = exc
+        self.executor._broken = self.executor._broken or msg
+        for _, futs in self.rounds:
+            for fut in futs:
+                if not fut.done():
+                    fut.set_exception(err)
+        self.rounds = []
+        with self.lock:
+            self.fail_pending(err)
+            self.closed = True
+
+
+class MapJob:
+    """One ``map`` call: a round over its items; results go to the consuming thread."""
+
+    def __init__(self, executor, fn, iterables, star, total, chunksize, window):
+        self.executor = executor
+        self.cond = threading.Condition(executor._pool.lock)
+        self.fn, self.iterables, self.star, self.total = fn, iterables, star, total
+        self.chunksize, self.window = chunksize, window
+        self.round = None
+        self.batches: deque = deque()   # guarded by cond
+        self.finished = False
+        self.error: BaseException | None = None
+        self.source_error: BaseException | None = None
+        self.ack = 0                    # consumer's next index (ordered + window)
+        self.abandoned = False
+        self.unbounded = False
+
+    busy = property(lambda self: not self.finished)
+    done = property(lambda self: self.finished)
+
+    def finish_when_idle(self) -> None:
+        self.unbounded = True
+
+    def owns(self, round_name) -> bool:
+        return self.round is not None and self.round.name == round_name
+
+    def _source(self):
+        its = self.iterables
+        it = iter(its[0]) if len(its) == 1 else zip(*its)
+        try:
+            yield from it
+        except Exception as exc:   # the user's iterable raised: end the map with it
+            self.source_error = exc
+
+    def start(self, farm) -> None:
+        if self.abandoned:
+            self._finish(None)
+            return
+        try:
+            self.round = farm.open(self.fn, self._source(), star=self.star, total=self.total,
+                                   chunksize=self.chunksize, window=self.window,
+                                   policy=self.executor._policy,
+                                   name=f"futures-map-{next(_names)}", tail_duplication=False)
+        except BaseException as exc:
+            self._finish(exc)
+
+    def pump(self, farm) -> None:
+        rnd = self.round
+        if rnd is None or self.finished:
+            return
+        got = rnd.drain()
+        if got:
+            with self.cond:
+                self.batches.extend(got)
+                self.cond.notify_all()
+        if self.abandoned:
+            rnd.close()
+            self._finish(None)
+        elif self.source_error is not None:
+            rnd.close()
+            self._finish(self.source_error)
+        elif rnd.finished:
+            rnd.close()
+            self._finish(None)
+        elif self.window is not None:
+            rnd.release(None if self.unbounded else self.ack)
+
+    def _finish(self, error) -> None:
+        with self.cond:
+            self.finished = True
+            if error is not None and self.error is None:
+                self.error = error
+            self.cond.notify_all()
+
+    def fail(self, exc) -> None:
+        if self.round is not None:
+            self.round.close()
+        self._finish(exc)
+
+    def broken(self, msg, exc) -> None:
+        err = BrokenExecutor(msg)
+        err.__cause__ = exc
+        self.executor._broken = self.executor._broken or msg
+        self._finish(err)
+
+    def cancel(self) -> None:
+        """``shutdown(cancel_futures=True)``: stop handing out this map's items."""
+        self.error = self.error or CancelledError()
+        self.abandoned = True

@@ -1,0 +1,67 @@
+"""The farm's non-blocking round API (Farm.open/step, Round.drain/release/close), the face
+pyfw.futures is built on: several rounds at once, a bounded window, closing early."""
+import pytest
+from mpi4py import MPI
+
+import farm_tasks as ft
+from pyfw.farm import Batch, Farm
+
+
+def drive(farm, rounds, limit=200_000):
+    """Step until every round finished; {round index: {task id: value or error}}."""
+    got = {i: {} for i in range(len(rounds))}
+    for _ in range(limit):
+        for i, rnd in enumerate(rounds):
+            for batch in rnd.drain():
+                assert isinstance(batch, Batch)
+                for pos, (tid, value) in enumerate(zip(batch.ids, batch.values)):
+                    err = batch.errors.get(pos) if batch.errors else None
+                    got[i][tid] = err if err is not None else value
+        if all(rnd.finished for rnd in rounds):
+            break
+        farm.step()
+    for rnd in rounds:
+        rnd.close()
+    return got
+
+
+def exercise(farm):
+    squares = farm.open(ft.square, range(500))
+    sums = farm.open(ft.add, range(50), range(100, 150))   # zipped: fn(x, y)
+    pairs = farm.open(ft.add, iter([(1, 2), (3, 4)]), star=True, total=2)
+    failing = farm.open(ft.fail_on_seven, range(10))
+    got = drive(farm, [squares, sums, pairs, failing])
+    assert got[0] == {i: i * i for i in range(500)}
+    assert got[1] == {i: 2 * i + 100 for i in range(50)}
+    assert got[2] == {0: 3, 1: 7}
+    assert type(got[3][7]).__name__ == "TaskError" and got[3][3] == 3
+
+    windowed = farm.open(ft.square, range(100), window=10)
+    seen = {}
+    for _ in range(100_000):   # nothing past 10 + the acknowledged index is dispatched
+        for batch in windowed.drain():
+            seen.update(zip(batch.ids, batch.values))
+        assert max(seen, default=0) < 10 + len(seen)
+        windowed.release(len(seen))
+        if windowed.finished:
+            break
+        farm.step()
+    windowed.close()
+    assert seen == {i: i * i for i in range(100)}
+
+    early = farm.open(ft.sleepy, [0.05] * 40)
+    farm.step()
+    early.close()                  # cancels what has not run; the farm goes on
+    assert drive(farm, [farm.open(ft.square, [3])])[0] == {0: 9}
+
+
+def test_round_api_serial():
+    with Farm(MPI.COMM_SELF) as farm:
+        exercise(farm)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_round_api_mpi():
+    with Farm(MPI.COMM_WORLD) as farm:
+        if farm.is_master:
+            exercise(farm)

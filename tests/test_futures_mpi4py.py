@@ -1,0 +1,101 @@
+"""mpi4py's own executor test suite (``demo/futures/test_futures.py`` of the installed
+mpi4py's source distribution) run against :mod:`pyfw.futures` at 3 ranks.
+
+The sdist comes from the package index once and is cached in ``~/.cache/pyfw``; without
+network access the test is skipped with that reason. The test file is run unchanged but for
+its ``from mpi4py import MPI, futures`` line (``futures`` becomes ``tests/mpi4py_shim.py``)
+and its last line (the shim's runner, which drops the exclusions below), under
+``python -m pyfw.futures`` as mpi4py runs it under ``python -m mpi4py.futures``.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CACHE = os.path.join(os.path.expanduser("~"), ".cache", "pyfw")
+
+#: what is not run, and why: each one tests something other than MPIPoolExecutor's behaviour
+EXCLUDED = {
+    "ThreadPoolTest": "mpi4py's ThreadPoolExecutor (an in-process thread pool), not "
+                      "MPIPoolExecutor",
+    "ThenTest": "mpi4py.futures.aplus (Promises/A+ futures), not the executor",
+    "CollectTest": "mpi4py.futures.collect() utility, not the executor",
+    "ComposeTest": "mpi4py.futures.compose() utility, not the executor",
+    "ProcessPoolInitTest.test_get_comm_workers": "get_comm_workers() (MPI communicator "
+                                                  "over the workers) is not offered",
+    "MPICommExecutorTest.test_get_comm_workers": "get_comm_workers() is not offered",
+    "ProcessPoolShutdownTest.test_shutdown_cancel": "calls mpi4py's private Pool.cancel()",
+    "ProcessPoolShutdownTest.test_init_bootup_shutdown": "reads mpi4py's private "
+                                                         "Pool.event",
+    "ProcessPoolShutdownTest.test_context_manager_shutdown": "reads mpi4py's private "
+                                                             "Pool.thread/queue/event",
+    "ProcessPoolShutdownTest.test_del_shutdown": "reads mpi4py's private "
+                                                 "Pool.thread/queue/event",
+    "ProcessPoolBootupTest.test_bootup_shutdown_nowait": "joins mpi4py's private "
+                                                         "per-executor Pool thread",
+    "ProcessPoolSubmitTest.test_mpi_serialized_support": "swaps mpi4py's private "
+                                                         "_core.serialized lock",
+}
+
+
+def _mpi4py_sdist() -> str:
+    import mpi4py
+    version = mpi4py.__version__
+    path = os.path.join(CACHE, f"mpi4py-{version}.tar.gz")
+    if not os.path.exists(path):
+        os.makedirs(CACHE, exist_ok=True)
+        try:
+            got = subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
+                 "mpi4py", "--only-binary", ":none:", f"mpi4py=={version}", "-d", CACHE],
+                capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            pytest.skip("pip download of the mpi4py sdist timed out (package index "
+                        "unreachable?)")
+        if got.returncode != 0 or not os.path.exists(path):
+            pytest.skip(f"cannot download the mpi4py {version} sdist (package index "
+                        f"unreachable?): {got.stderr.strip()[-300:]}")
+    return path
+
+
+def _prepare(tmp_path) -> str:
+    with tarfile.open(_mpi4py_sdist()) as tar:
+        members = [m for m in tar.getmembers()
+                   if re.search(r"/(demo/futures|test)/[^/]+\.py$", m.name)]
+        tar.extractall(tmp_path, members=members)
+    (src,) = [m.name for m in members if m.name.endswith("demo/futures/test_futures.py")]
+    original = open(os.path.join(tmp_path, src)).read()
+    text = original.replace("from mpi4py import MPI, futures",
+                            "from mpi4py import MPI\nimport mpi4py_shim as futures")
+    text = text.replace('if __name__ == "__main__":\n    unittest.main()',
+                        'if __name__ == "__main__":\n    __import__("mpi4py_shim").run(globals())')
+    assert text.count("mpi4py_shim") == 2, "the mpi4py test file changed shape"
+    copy = os.path.join(tmp_path, os.path.dirname(src), "test_futures_pyfw.py")
+    with open(copy, "w") as fh:
+        fh.write(text)
+    return copy
+
+
+@pytest.mark.launch
+def test_mpi4py_executor_suite_passes_against_pyfw(tmp_path):
+    from pyfw import launch
+    script = _prepare(tmp_path)
+    out = tmp_path / "suite.json"
+    env = dict(os.environ, PYFW_SUITE_JSON=str(out),
+               PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE),
+                                           os.environ.get("PYTHONPATH", "")]))
+    res = launch.run(3, [sys.executable, "-m", "pyfw.futures", script], timeout=240,
+                     capture=True, env=env, cwd=str(tmp_path))
+    tail = (res.stdout + res.stderr)[-6000:]
+    assert not res.timed_out, "mpi4py's suite hung under pyfw.futures:\n" + tail
+    assert out.exists(), "the suite did not finish:\n" + tail
+    got = json.loads(out.read_text())
+    print(f"mpi4py suite against pyfw.futures: {got['passed']} passed, "
+          f"{len(got['failed'])} failed")
+    assert not got["failed"], f"{got['failed']}\n{tail}"
+    assert got["passed"] >= 60 and res.returncode == 0, tail
