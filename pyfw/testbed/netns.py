@@ -90,6 +90,18 @@ class TestBed:
         if os.path.exists(self.state):
             os.remove(self.state)
 
+    def __enter__(self):
+        """`with TestBed(p) as tb: tb.up(...)`: torn down on exit, SIGTERM and SIGINT."""
+        import atexit
+        import signal
+        atexit.register(self.down)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda *_: (self.down(), os._exit(128 + sig)))
+        return self
+
+    def __exit__(self, *exc):
+        self.down()
+
     def status(self):
         if not os.path.exists(self.state):
             return None
