@@ -12,6 +12,7 @@ AGENT = """#!/bin/sh
 # ssh stand-in for prterun: drop ssh options, run the command in the node's namespaces
 while [ "${1#-}" != "$1" ]; do case "$1" in -o|-p|-l|-i) shift 2;; *) shift;; esac; done
 node="$1"; shift
+[ -d /sys/fs/cgroup/cpu/$node ] && echo $$ > /sys/fs/cgroup/cpu/$node/cgroup.procs
 exec ip netns exec "$node" unshare --uts sh -c "hostname $node; $*"
 """
 
@@ -44,6 +45,7 @@ def main(argv=None):
     u.add_argument("--nodes", type=int, default=2)
     u.add_argument("--slots", type=int, default=2)
     u.add_argument("--link", action="append", default=[], help="NODE_INDEX:RATE, e.g. 1:100mbit")
+    u.add_argument("--slow", action="append", default=[], help="NODE_INDEX:FACTOR (cpu quota)")
     sub.add_parser("down")
     sub.add_parser("status")
     r = sub.add_parser("run")
@@ -53,7 +55,8 @@ def main(argv=None):
     tb = TestBed(a.prefix)
     if a.cmd == "up":
         links = {int(s.split(":")[0]): s.split(":")[1] for s in a.link}
-        print(json.dumps(tb.up(a.nodes, a.slots, links), indent=1))
+        slow = {int(s.split(":")[0]): float(s.split(":")[1]) for s in a.slow}
+        print(json.dumps(tb.up(a.nodes, a.slots, links, slow), indent=1))
     elif a.cmd == "down":
         tb.down()
     elif a.cmd == "status":

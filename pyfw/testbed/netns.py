@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 STATE_DIR = "/run/pyfw-testbed"
+CPU_CG = "/sys/fs/cgroup/cpu"
 
 
 def _ip(*args, check=True):
@@ -44,7 +45,7 @@ class TestBed:
     def node(self, i):
         return f"{self.prefix}-{i}"
 
-    def up(self, nodes=2, slots=2, links=None):
+    def up(self, nodes=2, slots=2, links=None, slow=None):
         """Create `nodes` namespaces; links maps node index -> tbf rate (e.g. '100mbit')."""
         reason = refuse_reason()
         if reason:
@@ -71,14 +72,35 @@ class TestBed:
                                                                  "tc", "qdisc", "add", "dev", n]):
                     subprocess.run(cmd + ["root", "tbf", "rate", rate, "burst", "64kb",
                                           "latency", "50ms"], check=True)
-            info["nodes"].append({"name": name, "addr": addr, "slots": slots, "rate": rate})
+            cpu = self._slow(name, (slow or {}).get(i))
+            info["nodes"].append({"name": name, "addr": addr, "slots": slots, "rate": rate,
+                                  "cpu_cores": cpu})
         os.makedirs(STATE_DIR, exist_ok=True)
         with open(self.state, "w") as f:
             json.dump(info, f)
         return info
 
+    def _slow(self, name, factor):
+        """cgroup v1 cpu quota: the node gets one core / factor (ground truth, in cores)."""
+        if not factor:
+            return None
+        cg = os.path.join(CPU_CG, name)
+        os.makedirs(cg, exist_ok=True)
+        with open(os.path.join(cg, "cpu.cfs_period_us"), "w") as f:
+            f.write("100000")
+        with open(os.path.join(cg, "cpu.cfs_quota_us"), "w") as f:
+            f.write(str(int(100000 / float(factor))))
+        return 1.0 / float(factor)
+
     def down(self):
-        """Idempotent: removes every netns and link of this prefix."""
+        """Idempotent: removes every netns, link and cpu cgroup of this prefix."""
+        if os.path.isdir(CPU_CG):
+            for d in os.listdir(CPU_CG):
+                if d.startswith(self.prefix + "-"):
+                    try:
+                        os.rmdir(os.path.join(CPU_CG, d))
+                    except OSError:
+                        pass
         for line in _ip("netns", "list", check=False).stdout.splitlines():
             name = line.split()[0] if line.split() else ""
             if name.startswith(self.prefix + "-"):
