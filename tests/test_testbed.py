@@ -1,0 +1,44 @@
+"""The namespace test bed: ranks on distinct nodes over TCP (skips where netns is unavailable)."""
+import subprocess
+import sys
+
+import pytest
+
+from pyfw.testbed import TestBed
+from pyfw.testbed.netns import refuse_reason
+
+REASON = refuse_reason()
+
+PROBE = ("from mpi4py import MPI; import socket; c=MPI.COMM_WORLD; "
+         "s=c.Split_type(MPI.COMM_TYPE_SHARED); "
+         "print('R', c.rank, socket.gethostname(), s.size, c.allreduce(c.rank), flush=True)")
+
+
+@pytest.fixture
+def bed():
+    if REASON:
+        print(f"test bed unavailable: {REASON}")
+        pytest.skip(REASON)
+    tb = TestBed("pfwci")
+    tb.up(nodes=2, slots=2, links={1: "100mbit"})
+    yield tb
+    tb.down()
+
+
+def test_two_nodes_two_ranks_each(bed):
+    out = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", "pfwci", "run",
+                          "--timeout", "90", "--", sys.executable, "-c", PROBE],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = sorted(line.split()[1:] for line in out.stdout.splitlines() if line.startswith("R "))
+    assert rows == [["0", "pfwci-0", "2", "6"], ["1", "pfwci-0", "2", "6"],
+                    ["2", "pfwci-1", "2", "6"], ["3", "pfwci-1", "2", "6"]]
+    assert "OSC UCX" not in out.stdout + out.stderr
+
+
+def test_down_is_idempotent_and_complete(bed):
+    bed.down()
+    bed.down()
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert "pfwci" not in names and "pfwci" not in links
