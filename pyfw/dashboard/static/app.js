@@ -134,7 +134,8 @@
   }
 
   // ------------------------------------------------------------------ farm
-  function utilisation(hist, nworkers) {   // workers x time bins of busy fraction
+  function utilisation(hist, ranks) {   // workers x time bins of busy fraction
+    const nworkers = ranks.length;
     const w = 520, L = 48, R = 10, rowH = Math.max(6, Math.min(18, 160 / nworkers));
     const h = rowH * nworkers + 30;
     if (hist.length < 2 || !nworkers) return `<p class="note">no data yet</p>`;
@@ -142,7 +143,7 @@
     const span = (t1 - t0) || 1, bw = (w - L - R) / nb;
     let s = "";
     for (let r = 0; r < nworkers; r++) {
-      s += `<text x="${L - 4}" y="${r * rowH + rowH / 2 + 3}" text-anchor="end">w${r + 1}</text>`;
+      s += `<text x="${L - 4}" y="${r * rowH + rowH / 2 + 3}" text-anchor="end">r${ranks[r]}</text>`;
     }
     for (let b = 0; b < nb; b++) {
       const ta = t0 + span * b / nb, tb = t0 + span * (b + 1) / nb;
@@ -156,7 +157,7 @@
         const f = dt > 0 && pa.busy[r] !== undefined && pz.busy[r] !== undefined ?
           (pz.busy[r] - pa.busy[r]) / dt : null;
         s += `<rect x="${L + b * bw}" y="${r * rowH}" width="${bw + 0.3}" height="${rowH - 1}" ` +
-          `fill="${colour(f)}"><title>${esc(`w${r + 1} ${hms(pa.t)}–${hms(pz.t)}: ` +
+          `fill="${colour(f)}"><title>${esc(`rank ${ranks[r]} ${hms(pa.t)}–${hms(pz.t)}: ` +
           (f === null ? "?" : (100 * Math.min(1, f)).toFixed(0) + " % busy"))}</title></rect>`;
       }
     }
@@ -213,7 +214,7 @@
       lineChart([{name: "tasks/s", color: pal(1), pts: hist.map((p) => [p.t, p.rate])}],
         "elapsed", "tasks/s") + `</div>` +
       `<div class="panel"><h3>Workers: busy fraction over time</h3>` +
-      utilisation(hist, s.workers.length) + `</div>` + `<div class="panel"><h3>Links: ` +
+      utilisation(hist, s.workers.map((w) => w.rank)) + `</div>` + `<div class="panel"><h3>Links: ` +
       `${esc(s.links ? s.links.what : "master-worker round trip")} (forecast)</h3>` +
       (s.links ? heatMatrix(s.links.latency_s, s.links.ranks.map((r) => "r" + r),
         s.links.cols.map((r) => "r" + r), secs, "rtt", s.links.method, true) :
@@ -344,6 +345,9 @@
     }
     setTimeout(poll, POLL_MS * Math.min(10, 1 + failures));
   }
-  if (inline) absorb(JSON.parse(inline.textContent));
+  if (inline) {
+    document.querySelector("footer").textContent = "Static report written by the job at its end.";
+    absorb(JSON.parse(inline.textContent));
+  }
   else poll();
 })();
