@@ -102,6 +102,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args) -> None:
         pass   # the job's stderr is the user's; no access log there
 
+    def send_error(self, code, message=None, explain=None) -> None:
+        if code == HTTPStatus.NOT_IMPLEMENTED:   # an unknown method is the client's error
+            code, message = HTTPStatus.METHOD_NOT_ALLOWED, "read-only: GET and HEAD only"
+        super().send_error(code, message, explain)
+
     def do_GET(self) -> None:
         self._handle(body=True)
 
