@@ -265,3 +265,27 @@ def test_env_var_gives_every_farm_of_the_process_one_shared_dashboard(monkeypatc
         assert os.path.getsize(tmp_path / "r.html") > 1000
     finally:
         hub.close()
+
+
+def test_executor_and_domain_publish_too():
+    import numpy as np
+    from mpi4py import MPI
+
+    from pyfw.domain import SlabDomain
+    from pyfw.futures import Executor
+
+    hub = Dashboard(serve=False)
+    with Executor(dashboard=hub) as ex:
+        assert list(ex.map(_fail_on_7, range(5))) == [0, 1, 4, 9, 16]
+    dom = SlabDomain(MPI.COMM_SELF, (12, 4, 4), dashboard=hub)
+    dom.add("T", fill=1.0)
+    for _ in range(3):
+        dom.step(lambda k0, k1: None, ["T"])
+    dom.close()
+    farm_view, dom_view = hub.state()["sources"]
+    assert farm_view["latest"]["done"] == 5 and farm_view["finished"]
+    latest = dom_view["latest"]
+    assert dom_view["kind"] == "domain" and dom_view["finished"]
+    assert latest["step"] == 3 and latest["cuts"] == [0, 12] and latest["moves"] == 0
+    assert latest["speeds"] == [None]          # no monitor was created by watching
+    assert dom._monitor is None and np.all(dom["T"] == 1.0)
