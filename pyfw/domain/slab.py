@@ -17,11 +17,13 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from .. import observe
 from ..comm import waitall
 from ..errors import ConfigurationError
 from . import partition as _part
 from ._util import agree, as_comm
 from .halo import Halo
+from .snapshot import DomainView
 
 __all__ = ["SlabDomain"]
 
@@ -43,10 +45,14 @@ class SlabDomain:
     ``monitor``: the job's shared :class:`pyfw.monitor.OnlineMonitor` (same object on the
     communicator's ranks), read by the :class:`~pyfw.domain.balance.Balancer` for rank
     speeds; by default one speed-only monitor is created on first use (:attr:`monitor`).
+
+    ``dashboard``: serve a live view (cuts over time, rank speeds, link forecasts) from rank
+    0, as ``Farm(dashboard=...)`` does (default ``$PYFW_DASHBOARD``; see
+    :mod:`pyfw.observe`); it is updated at the end of :meth:`step`.
     """
 
     def __init__(self, comm, shape, cuts=None, cost=None, speeds=None, min_planes: int = 1,
-                 slowdown: float = 1.0, monitor=None):
+                 slowdown: float = 1.0, monitor=None, dashboard=None):
         self.comm = as_comm(comm)
         self.rank, self.size = self.comm.rank, self.comm.size
         shape = tuple(int(s) for s in shape)
@@ -66,11 +72,18 @@ class SlabDomain:
         if not slowdown >= 1.0:
             raise ConfigurationError(f"slowdown must be >= 1, got {slowdown}")
         self.slowdown = float(slowdown)
+        dashboard = observe.check(dashboard)
         self.fields: dict[str, np.ndarray] = {}
         self.halo = Halo(self.comm)
         self.compute_time = 0.0   # seconds of update() in the last step (incl. emulated load)
         self.moves = 0            # number of repartitions done
+        self.steps = 0            # calls of step()
         self._monitor = monitor
+        self._ticker = None
+        if self.rank == 0:
+            channel = observe.attach(dashboard, "domain", f"domain {shape} ({self.size} ranks)")
+            if channel is not None:
+                self._ticker = observe.Ticker(channel, DomainView())
 
     @property
     def monitor(self):
@@ -86,6 +99,8 @@ class SlabDomain:
         of a run, so no non-blocking collective is left pending at ``MPI_Finalize``)."""
         if self._monitor is not None:
             self._monitor.close()
+        if self._ticker is not None:
+            self._ticker.close(self)
 
     def slab_cost(self) -> float:
         """Total plane cost of this rank's slab (the work of one step, in cost units)."""
@@ -241,6 +256,9 @@ class SlabDomain:
             spent += time.perf_counter() - t0
         spent += self._emulate(spent)
         self.compute_time = spent
+        self.steps += 1
+        if self._ticker is not None:
+            self._ticker(self)
         return spent
 
     def _emulate(self, spent: float) -> float:

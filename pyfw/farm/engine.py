@@ -312,6 +312,8 @@ class Engine:
         self.completed = 0   # distinct tasks whose result (or final error) came back this run
         self.started = time.perf_counter()
         self.idle_master = 0.0
+        self.failures = 0     # failed attempts: a task raised, or was lost with its worker
+        self.observer = None  # called with the engine after every step (a dashboard's Ticker)
         for r in self.workers:
             self._post(("ping", time.perf_counter()), r)
 
@@ -369,6 +371,8 @@ class Engine:
             t0 = time.perf_counter()
             self.backoff.sleep()
             self.idle_master += time.perf_counter() - t0
+        if self.observer is not None:
+            self.observer(self)
         return progressed
 
     def shutdown(self, reason: str | None = None) -> None:
@@ -485,6 +489,7 @@ class Engine:
                     continue  # this attempt's failure was counted when its twin reported
                 tries = counted + 1
                 rnd.attempts[tid] = tries
+                self.failures += 1
                 if tries <= self.retries and chunk is not None:
                     rnd.retry.append((tid, chunk.items[pos]))
                     continue
@@ -538,6 +543,7 @@ class Engine:
                 continue
             tries = rnd.attempts.get(tid, 0) + 1
             rnd.attempts[tid] = tries
+            self.failures += 1
             if tries >= self.max_attempts:
                 err = TaskQuarantined(tid, chunk.rank, self.workers[chunk.rank].host,
                                       "Quarantined", f"lost {tries} time(s) (its worker died "
@@ -758,6 +764,8 @@ class SerialEngine:
         self.started = time.perf_counter()
         self.idle_master = 0.0
         self.pipeline = None
+        self.failures = 0
+        self.observer = None
         if setup is not None:
             setup(self.ctx, *setup_args)
 
@@ -810,6 +818,7 @@ class SerialEngine:
                 value = None
                 tries = rnd.attempts.get(tid, 0) + 1
                 rnd.attempts[tid] = tries
+                self.failures += 1
                 if tries <= self.retries:
                     rnd.retry.append((tid, item))
                     continue
@@ -826,6 +835,8 @@ class SerialEngine:
         if done_ids and not rnd.cancelled:
             rnd.deliver(done_ids, values, errors or None, 0)
             self.completed += len(done_ids)
+        if self.observer is not None:
+            self.observer(self)
         return True
 
     def shutdown(self, reason=None) -> None:

@@ -6,12 +6,14 @@ import sys
 import time
 from typing import Any, Callable, Iterable, Iterator
 
+from .. import observe
 from ..comm import Comm
 from ..errors import ConfigurationError, FarmBroken, TaskError
 from .engine import Engine, RoundState, SerialEngine
 from .journal import Journal
 from .policies import Pipeline, make_policy
 from .progress import Progress, format_summary
+from .snapshot import farm_snapshot
 from .task import Batch, Done, Task
 from .worker import serve
 
@@ -54,6 +56,11 @@ class Farm:
         job skips them (their results are read back from the journal).
     progress: show a progress bar on the master (default: when stderr is a terminal).
     summary: print the per-worker summary when the farm closes.
+    dashboard: serve a live view of the job from the master (see :mod:`pyfw.observe`):
+        a port, ``"[HOST:]PORT"`` (only 127.0.0.1 unless a host is given; any other
+        address requires a token), ``True`` (port 8787), ``False``, or a
+        :class:`pyfw.dashboard.Dashboard`; default ``$PYFW_DASHBOARD`` (``pyfw-run
+        --dashboard``). ``$PYFW_REPORT`` names a static HTML report written at the end.
     """
 
     def __init__(self, comm=None, *, policy="adaptive", master: int = 0,
@@ -61,7 +68,7 @@ class Farm:
                  task_timeout: float | None = None, max_attempts: int = 3, retries: int = 0,
                  on_error: str = "raise", pipeline_depth: int | None = None,
                  max_depth: int = 32, journal: str | None = None, progress: bool | None = None,
-                 summary: bool = False, tail_duplication: bool = True):
+                 summary: bool = False, tail_duplication: bool = True, dashboard=None):
         base = comm if isinstance(comm, Comm) else Comm(comm)
         # validate identically on every rank before the first message
         self.policy = make_policy(policy)
@@ -74,6 +81,7 @@ class Farm:
             raise ConfigurationError(f"task_timeout must be > 0 seconds, got {task_timeout}")
         if setup is not None and not callable(setup):
             raise ConfigurationError(f"setup must be callable, got {type(setup).__name__}")
+        dashboard = observe.check(dashboard)
         pipeline = Pipeline(max_depth=max_depth, fixed=pipeline_depth)
         self.comm = base.dup() if base.size > 1 else base
         self.master = master
@@ -99,6 +107,11 @@ class Farm:
                                  tail_duplication=tail_duplication)
         if journal is not None:
             self.journal = Journal(journal)
+        self._ticker = None
+        channel = observe.attach(dashboard, "farm", f"farm ({self.size} ranks)")
+        if channel is not None:
+            self._ticker = observe.Ticker(channel, farm_snapshot)
+            self.engine.observer = self._ticker
 
     # ---------------------------------------------------------------- lifetime
     def __enter__(self) -> "Farm":
@@ -125,6 +138,8 @@ class Farm:
         try:
             self.engine.shutdown(reason)
         finally:
+            if self._ticker is not None:
+                self._ticker.close(self.engine)
             if self.journal is not None:
                 self.journal.close()
             if self._summary:
@@ -299,6 +314,8 @@ class Farm:
             if not rnd.finished and not rnd.cancelled:
                 engine.cancel_round(rnd)
             engine.end_round(rnd)
+            if self._ticker is not None:
+                self._ticker.flush(engine)
             if journal is not None:
                 journal.flush()
 

@@ -1,0 +1,99 @@
+"""The farm's snapshot for observers: :func:`farm_snapshot` reads the master's engine (in
+the master's own thread) and returns an immutable :class:`pyfw.snapshots.FarmSnapshot`."""
+from __future__ import annotations
+
+import time
+
+from ..snapshots import FarmSnapshot, LinkView, RoundView, WorkerView
+
+__all__ = ["farm_snapshot"]
+
+QUARANTINE_SHOWN = 50
+
+
+def farm_snapshot(engine, finished: bool = False) -> FarmSnapshot:
+    """What the master knows now: progress, workers, failures, links."""
+    if hasattr(engine, "workers"):
+        workers = tuple(_worker(engine, w) for _, w in sorted(engine.workers.items()))
+        in_flight = _in_flight(engine)
+        links = _links(engine)
+    else:  # serial: the master runs the tasks itself
+        workers = (_serial_worker(engine),)
+        in_flight, links = 0, None
+    pipeline = engine.pipeline
+    return FarmSnapshot(
+        elapsed_s=time.perf_counter() - engine.started, done=engine.completed,
+        in_flight=in_flight, left=_left(engine),
+        failures=getattr(engine, "failures", 0), duplicates=engine.duplicates,
+        quarantined=len(engine.quarantined),
+        quarantine=tuple(str(q) for q in engine.quarantined[:QUARANTINE_SHOWN]),
+        workers=workers,
+        rounds=tuple(RoundView(r.name, r.ndone, r.total) for r in engine.rounds.values()),
+        links=links, pipeline_factor=None if pipeline is None else pipeline.factor,
+        finished=finished)
+
+
+def _left(engine) -> int | None:
+    """Tasks of the active rounds not yet sent (None if a lazy source is not read out).
+    Reads only what the rounds hold: never pulls from a task source."""
+    left = 0
+    for rnd in engine.rounds.values():
+        if rnd.cancelled:
+            continue
+        left += len(rnd.retry) + rnd._buffered()
+        if not rnd.exhausted:
+            if rnd.total is None:
+                return None
+            left += rnd.total - rnd.next_tid
+    return left
+
+
+def _in_flight(engine) -> int:
+    """Tasks out on workers, each counted once (a straggler's copy is not a second task)."""
+    chunks = engine.chunks
+    n = 0
+    for c in chunks.values():
+        twin = c.twin
+        if twin is not None and twin.cid < c.cid and twin.cid in chunks:
+            continue
+        n += c.left
+    return n
+
+
+def _worker(engine, w) -> WorkerView:
+    s = w.stats
+    mean = s.mean_recent
+    newest = w.inflight[-1] if w.inflight else None
+    chunk = None if newest is None else len(newest.ids)
+    limit = None
+    if engine.pipeline is not None:
+        chunk_time = None if mean is None or chunk is None else mean * chunk
+        limit = engine.pipeline.depth(chunk_time, w.rank)
+    return WorkerView(
+        rank=w.rank, host=str(w.host), alive=w.alive, busy=bool(w.inflight) and w.alive,
+        tasks=s.tasks, chunks=s.chunks, busy_s=s.busy, idle_s=s.idle,
+        rate=None if not mean else 1.0 / mean, chunk=chunk,
+        mean_chunk=s.tasks / s.chunks if s.chunks else None, depth=len(w.inflight),
+        depth_limit=limit)
+
+
+def _serial_worker(engine) -> WorkerView:
+    s = engine.stats
+    mean = s.mean_recent
+    return WorkerView(rank=0, host=str(engine.ctx.host), alive=True, busy=False,
+                      tasks=s.tasks, chunks=s.chunks, busy_s=s.busy, idle_s=0.0,
+                      rate=None if not mean else 1.0 / mean, chunk=None,
+                      mean_chunk=s.tasks / s.chunks if s.chunks else None, depth=0,
+                      depth_limit=None)
+
+
+def _links(engine) -> LinkView | None:
+    """The pipeline's forecast round trip from the master to each worker."""
+    fc = engine.pipeline.forecasts() if engine.pipeline is not None else {}
+    if not fc:
+        return None
+    ranks = tuple(sorted(engine.workers))
+    rtt = tuple(fc[r]["rtt_s"] if r in fc else float("nan") for r in ranks)
+    method = tuple(fc[r]["forecaster"] if r in fc else "" for r in ranks)
+    return LinkView(ranks=(engine.master,), cols=ranks, latency_s=(rtt,), method=(method,),
+                    what="round trip master-worker (network + polling)")
