@@ -4,8 +4,11 @@ a row and nested, an exception escaping one executor, what workers see."""
 import json
 import os
 import sys
+import time
+from concurrent.futures import TimeoutError
 
 from pyfw.futures import MPIPoolExecutor as Executor
+from pyfw.futures import get_comm_workers
 
 
 def triple(x):          # defined in the main program: workers must find it
@@ -29,6 +32,16 @@ def fails(x):
     raise KeyError(x)
 
 
+def comm_workers_size(_):
+    return get_comm_workers().Get_size()
+
+
+def rank_after(seconds):
+    from mpi4py import MPI
+    time.sleep(seconds)
+    return MPI.COMM_WORLD.Get_rank()
+
+
 if __name__ == "__main__":
     out = {"master_argv": sys.argv[1:]}
     with Executor() as ex:
@@ -48,5 +61,17 @@ if __name__ == "__main__":
         out["escaped"] = [repr(exc), type(exc.__cause__).__name__]
     with Executor() as ex5:
         out["after_escape"] = list(ex5.map(triple, range(3), chunksize=2))
+    with Executor() as ex6:
+        out["comm_workers"] = ex6.submit(comm_workers_size, 0).result()
+        try:
+            get_comm_workers()
+        except RuntimeError:
+            out["comm_workers_on_master"] = "RuntimeError"
+        try:   # a map that times out leaves a task running on one worker ...
+            list(ex6.map(rank_after, [1.0, 0.0], timeout=0.3, unordered=True))
+        except TimeoutError:
+            out["timed_out"] = True
+        time.sleep(1.5)   # ... which has finished by now: both workers take the next map
+        out["ranks_after_timeout"] = sorted(ex6.map(rank_after, [0.5, 0.0]))
     with open(sys.argv[1], "w") as fh:
         json.dump(out, fh)

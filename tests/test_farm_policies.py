@@ -105,6 +105,9 @@ def test_adaptive_amortises_tiny_tasks_and_balances_big_ones():
     s2[0].record(1, 1.0, 1.0, 1.0, 0)                # 1 s tasks: plain weighted factoring
     s2[1].record(1, 1.0, 1.0, 1.0, 0)
     assert pol.chunk(s2[0], 40, s2) == 10
+    # a new round's own timings rule: 1 us tasks last round say nothing about this one's
+    assert pol.chunk(s[0], 100, s, task_time=None) == 1
+    assert pol.chunk(s[0], 40, s, task_time=1.0) == 10
 
 
 @pytest.mark.parametrize("name", ["adaptive", "awf", "af", "fac2", "gss"])

@@ -176,6 +176,8 @@ def test_module_launch_mode(tmp_path):
     assert got["nested_master"] == [0, 3, 6] and got["nested_worker"] == 18
     assert got["escaped"] == ["KeyError('k')", "RemoteTraceback"]
     assert got["after_escape"] == [0, 3, 6]
+    assert got["comm_workers"] == 2 and got["comm_workers_on_master"] == "RuntimeError"
+    assert got["timed_out"] and got["ranks_after_timeout"] == [1, 2]
     view = got["view"]   # as under mpi4py.futures: workers keep their own argv
     assert view["name"] == "__worker__" and view["main_has_triple"]
     assert view["argv_tail"] == [str(tmp_path / "out.json"), "extra-arg"]

@@ -26,9 +26,6 @@ EXCLUDED = {
     "ThenTest": "mpi4py.futures.aplus (Promises/A+ futures), not the executor",
     "CollectTest": "mpi4py.futures.collect() utility, not the executor",
     "ComposeTest": "mpi4py.futures.compose() utility, not the executor",
-    "ProcessPoolInitTest.test_get_comm_workers": "get_comm_workers() (MPI communicator "
-                                                  "over the workers) is not offered",
-    "MPICommExecutorTest.test_get_comm_workers": "get_comm_workers() is not offered",
     "ProcessPoolShutdownTest.test_shutdown_cancel": "calls mpi4py's private Pool.cancel()",
     "ProcessPoolShutdownTest.test_init_bootup_shutdown": "reads mpi4py's private "
                                                          "Pool.event",

@@ -105,6 +105,11 @@ class RoundState:
 
     READ_AHEAD = 1024
 
+    def observe_task_time(self, rank: int, per_task: float) -> None:
+        """Smooth one chunk's time per task on ``rank`` into this round's estimate."""
+        before = self.task_time.get(rank)
+        self.task_time[rank] = per_task if before is None else 0.7 * before + 0.3 * per_task
+
     def __init__(self, rid, source, fn, star, total, policy: Policy, name, window=None,
                  skip=None):
         self.rid, self.fn, self.star, self.total = rid, fn, star, total
@@ -121,6 +126,7 @@ class RoundState:
         self.done = _Done()
         self.ndone = 0
         self.outputs: deque = deque()    # records: (ids, values, errors{pos: TaskError}, rank)
+        self.task_time: dict = {}        # rank -> smoothed time per task of *this* round's fn
         self.cancelled = False
         self.attempts: dict[int, int] = {}
         self.window = window             # ordered delivery: dispatch only tid < base + window
@@ -452,6 +458,9 @@ class Engine:
         if stats is not None:
             n, sum_t, sum_t2, busy, idle, t_got, t_done = stats
             w.stats.record(n, sum_t, sum_t2, busy, idle)
+            rnd = self.rounds.get(rid)
+            if rnd is not None and n > 0:
+                rnd.observe_task_time(src, busy / n)
             if chunk is not None and status != P.PARTIAL:
                 # round trip minus the worker's own time holding the chunk: network + polling
                 self.pipeline.observe_rtt((now - chunk.t_sent) - (t_done - t_got), src, now)
@@ -608,20 +617,23 @@ class Engine:
         for w in workers:
             lead = pipeline.lead(w.rank)
             while True:
+                rnd = next((r for r in active if r.has_pending()), None)
+                if rnd is None:
+                    return sent
+                # a round's tasks may take much longer than the last round's (futures keep a
+                # submit round open beside each map): size its chunks by its own timings
+                here = rnd.task_time.get(w.rank)
                 n = len(w.inflight)
                 if n:
                     mean = w.stats.mean_recent
                     chunk_time = None if mean is None else mean * len(w.inflight[-1].ids)
                     if n >= pipeline.depth(chunk_time, w.rank):
                         break
-                    if mean is None and any(not x.inflight for x in workers):
+                    if here is None and any(not x.inflight for x in workers):
                         break  # unmeasured: a second chunk only once every worker has one
                     if mean is not None and self._outstanding(w, now) >= lead:
                         break
-                rnd = next((r for r in active if r.has_pending()), None)
-                if rnd is None:
-                    return sent
-                k = rnd.policy.chunk(w.stats, max(1, rnd.remaining()), stats)
+                k = rnd.policy.chunk(w.stats, max(1, rnd.remaining()), stats, task_time=here)
                 ids, items = rnd.take(max(1, int(k)))
                 if not ids:
                     break

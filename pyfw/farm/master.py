@@ -184,6 +184,12 @@ class Farm:
             state.tail_duplication = tail_duplication
         return Round(self, state)
 
+    @property
+    def in_flight(self) -> int:
+        """Chunks handed out and not yet answered (cancelled rounds' included); 0 off the
+        master."""
+        return len(getattr(self.engine, "chunks", ())) if self.is_master else 0
+
     def step(self) -> bool:
         """One turn of the dispatch loop: take in arrived results, hand out work (sleeping a
         capped backoff when nothing happened). True if anything happened. Raises

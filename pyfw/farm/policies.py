@@ -32,6 +32,8 @@ from ..monitor.forecast import ForecasterBank
 
 __all__ = ["WorkerStats", "make_policy", "POLICIES", "Pipeline"]
 
+_UNSET = object()   # task_time not given: use the worker's own recent mean
+
 
 class WorkerStats:
     """What the master knows about one worker's speed (updated from every chunk's stats)."""
@@ -108,7 +110,11 @@ class Policy:
         self.total, self.P = total, max(nworkers, 1)
         self.count = 0
 
-    def chunk(self, w: WorkerStats, remaining: int, workers: list[WorkerStats]) -> int:
+    def chunk(self, w: WorkerStats, remaining: int, workers: list[WorkerStats],
+              task_time: float | None = _UNSET) -> int:
+        """Tasks for worker ``w``'s next chunk, ``remaining`` tasks not yet handed out.
+        ``task_time``: ``w``'s measured time per task in this round (None: not measured
+        yet); policies that size chunks by time use it instead of ``w``'s recent mean."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -118,7 +124,7 @@ class Policy:
 class Static(Policy):
     name = "static"
 
-    def chunk(self, w, remaining, workers):
+    def chunk(self, w, remaining, workers, task_time=_UNSET):
         n = self.total if self.total is not None else remaining
         return max(1, math.ceil(n / self.P))
 
@@ -126,7 +132,7 @@ class Static(Policy):
 class SelfScheduling(Policy):
     name = "ss"
 
-    def chunk(self, w, remaining, workers):
+    def chunk(self, w, remaining, workers, task_time=_UNSET):
         return 1
 
 
@@ -138,14 +144,14 @@ class Fixed(Policy):
             raise ConfigurationError(f"chunksize must be >= 1, got {size}")
         self.size = int(size)
 
-    def chunk(self, w, remaining, workers):
+    def chunk(self, w, remaining, workers, task_time=_UNSET):
         return self.size
 
 
 class Guided(Policy):
     name = "gss"
 
-    def chunk(self, w, remaining, workers):
+    def chunk(self, w, remaining, workers, task_time=_UNSET):
         return max(1, math.ceil(remaining / self.P))
 
 
@@ -161,7 +167,7 @@ class Trapezoid(Policy):
             c = max(2, math.ceil(2 * n / (self.first + self.last)))
             self.delta = (self.first - self.last) / (c - 1)
 
-    def chunk(self, w, remaining, workers):
+    def chunk(self, w, remaining, workers, task_time=_UNSET):
         if self.first is None:  # unknown N: fall back to guided on what is read ahead
             return max(1, math.ceil(remaining / (2 * self.P)))
         k = self.first - self.count * self.delta
@@ -177,7 +183,7 @@ class Factoring2(Policy):
         self.batch_left = 0
         self.batch_size = 1
 
-    def chunk(self, w, remaining, workers):
+    def chunk(self, w, remaining, workers, task_time=_UNSET):
         if self.batch_left == 0:
             self.batch_size = max(1, math.ceil(remaining / (2 * self.P)))
             self.batch_left = self.P
@@ -188,14 +194,14 @@ class Factoring2(Policy):
 class AdaptiveWeightedFactoring(Policy):
     name = "awf"
 
-    def chunk(self, w, remaining, workers):
+    def chunk(self, w, remaining, workers, task_time=_UNSET):
         return max(1, math.ceil(_weights(w, workers) * remaining / (2 * self.P)))
 
 
 class AdaptiveFactoring(Policy):
     name = "af"
 
-    def chunk(self, w, remaining, workers):
+    def chunk(self, w, remaining, workers, task_time=_UNSET):
         measured = [x for x in workers if x.measured]
         if not w.measured or not measured:
             return 1  # probe: one task tells us this worker's mu and sigma
@@ -216,9 +222,9 @@ class Adaptive(Policy):
         self.target = target_chunk_time
         self.max_chunk = max_chunk
 
-    def chunk(self, w, remaining, workers):
+    def chunk(self, w, remaining, workers, task_time=_UNSET):
         fac = max(1, math.ceil(_weights(w, workers) * remaining / (2 * self.P)))
-        mean = w.mean_recent
+        mean = w.mean_recent if task_time is _UNSET else task_time
         if mean is None:
             return 1  # first chunk on this worker: measure before committing more
         floor = max(1, math.ceil(self.target / mean))

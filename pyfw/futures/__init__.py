@@ -14,6 +14,8 @@ Launch modes (as in mpi4py.futures):
 * plain ``python script.py``: one process; tasks run in a background thread of it.
 * SPMD: ``with MPICommExecutor(comm, root) as ex: if ex is not None: ...`` on every rank.
 
+Inside a task, :func:`get_comm_workers` gives the communicator over the pool's workers.
+
 Behaviour follows ``MPIPoolExecutor``: a task's own exception comes back with the remote
 traceback as ``__cause__`` (plus a note naming the worker), a failing initializer breaks the
 executor (``BrokenExecutor``), arguments are validated alike. Differences: ``chunksize=1``
@@ -25,6 +27,7 @@ from concurrent.futures import (ALL_COMPLETED, FIRST_COMPLETED, FIRST_EXCEPTION,
                                 BrokenExecutor, CancelledError, Future, InvalidStateError,
                                 TimeoutError, as_completed, wait)
 
+from ._context import get_comm_workers
 from .comm_executor import MPICommExecutor
 from .executor import Executor
 
@@ -32,4 +35,5 @@ MPIPoolExecutor = Executor
 
 __all__ = ["Executor", "MPIPoolExecutor", "MPICommExecutor", "Future", "wait",
            "as_completed", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
-           "BrokenExecutor", "CancelledError", "TimeoutError", "InvalidStateError"]
+           "BrokenExecutor", "CancelledError", "TimeoutError", "InvalidStateError",
+           "get_comm_workers"]

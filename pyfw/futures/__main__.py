@@ -109,8 +109,9 @@ def main(argv=None) -> int:
     if world.Get_rank() != 0 and argv[0] != "-c":
         _import_main_on_worker(argv)
     farm = Farm(world)
+    workers = _context.split_workers(farm)
     if not farm.is_master:
-        with _context.serving_on():
+        with _context.serving_on(), _context.comm_workers_on(workers):
             farm.__enter__()
         return 0
     with farm:

@@ -18,6 +18,7 @@ from collections import deque
 from concurrent.futures import BrokenExecutor, CancelledError
 
 from ..errors import TaskSerializationError
+from . import _context
 from ._remote import SubmitCall, is_initializer_failure, user_exception
 
 __all__ = ["Pool", "SubmitJob", "MapJob"]
@@ -63,6 +64,8 @@ class Pool:
 
     def _run(self) -> None:
         reason = None
+        if self.farm.size == 1:
+            _context.mark_in_process_thread()
         try:
             while self._turn():
                 pass
@@ -77,12 +80,18 @@ class Pool:
         with self.lock:
             new = list(self.incoming)
             self.incoming.clear()
-            if not new and not any(job.busy for job in self.jobs):
+            idle = not new and not any(job.busy for job in self.jobs)
+            if idle and (self.broken or self.closing or not self.farm.in_flight):
                 self._prune()
                 if self.closing and not self.jobs:
                     return False
                 self.wakeup.wait(0.25)
                 return True
+        if idle:
+            # a cancelled map's running chunks still answer: take them in as they come, so
+            # the next round finds those workers free (else it queued on the others)
+            self.farm.step()
+            return True
         farm = self.farm
         self.jobs.extend(new)
         for job in new:

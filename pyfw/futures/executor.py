@@ -94,7 +94,8 @@ class Executor(cf.Executor):
     def __enter__(self):
         farm = self._spmd_farm
         if farm is not None:
-            with _context.serving_on(not farm.is_master):
+            workers = _context.split_workers(farm)
+            with _context.serving_on(not farm.is_master), _context.comm_workers_on(workers):
                 farm.__enter__()          # workers serve here until the master is done
             if not farm.is_master:
                 return None
