@@ -225,3 +225,16 @@ def test_master_failure_ends_the_job(tmp_path):
                      capture=True)
     assert not res.timed_out and res.returncode != 0
     assert "the master gives up" in res.stdout + res.stderr
+
+
+@pytest.mark.launch
+def test_worker_failing_to_import_the_program_ends_the_job(tmp_path):
+    # no `if __name__ == "__main__":` guard: each worker's import of the script makes an
+    # Executor and fails; the master, already in the farm's first collective, must not wait
+    script = tmp_path / "noguard.py"
+    script.write_text("from pyfw.futures import Executor\n"
+                      "with Executor() as ex:\n    print(list(ex.map(abs, [-1])))\n")
+    res = launch.run(3, [sys.executable, "-m", "pyfw.futures", str(script)], timeout=60,
+                     capture=True)
+    assert not res.timed_out and res.returncode != 0
+    assert "if __name__ == '__main__'" in res.stdout + res.stderr

@@ -10,6 +10,7 @@ submitted, while its ``if __name__ == '__main__':`` block does not run on them.
 import os
 import runpy
 import sys
+import traceback
 import types
 
 from mpi4py import MPI
@@ -107,7 +108,14 @@ def main(argv=None) -> int:
         return status
     world = MPI.COMM_WORLD
     if world.Get_rank() != 0 and argv[0] != "-c":
-        _import_main_on_worker(argv)
+        try:
+            _import_main_on_worker(argv)
+        except BaseException:
+            # the master is already waiting for this rank in the farm's first collective:
+            # end the whole job (as `python -m mpi4py` does) instead of leaving it stuck
+            traceback.print_exc()
+            sys.stderr.flush()
+            world.Abort(1)
     farm = Farm(world)
     workers = _context.split_workers(farm)
     if not farm.is_master:
