@@ -11,7 +11,7 @@
   peer surfaces as :class:`pyfw.errors.PeerFailure` naming the dead ranks, after which receives
   from the other peers go on working.
 * **Waiting without burning a core**: :class:`Backoff`, and deadlines on every blocking receive.
-* **Emulated slow links** (``PYFW_EMULATE_LINKS``, :mod:`pyfw.monitor.emulate`): pickled
+* **Emulated slow links** (``PYFW_EMULATE_LINKS``, :mod:`pyfw.linkemu`): pickled
   messages are held by the receiver; buffer sends (``Isend``) are held by the sender and
   posted once due (a :class:`DeferredSend`, completed by :func:`testall` / :func:`waitall`),
   so in both cases the ranks keep computing while the "link" carries the message.
@@ -33,6 +33,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .errors import CommTimeout, PeerFailure
+from .linkemu import shaper_from_env
 
 __all__ = ["Comm", "Backoff", "DeferredSend", "testall", "waitall", "bound_finalize",
            "ANY_SOURCE", "ANY_TAG", "world"]
@@ -83,7 +84,7 @@ class Comm:
 
     ``Comm(mpi_comm)`` wraps (does not duplicate) ``mpi_comm``; use :meth:`dup` for a private
     context. Set ``comm.shaper`` to an object with ``delay(peer, nbytes)`` (seconds) to emulate
-    slow links on sends (see :mod:`pyfw.monitor`); it is ``None`` by default and costs nothing.
+    slow links on sends (see :mod:`pyfw.linkemu`); it is ``None`` by default and costs nothing.
     """
 
     def __init__(self, mpi_comm: MPI.Intracomm | None = None):
@@ -105,13 +106,7 @@ class Comm:
         self._last_due: dict[int, float] = {}
         self._send_due: dict[int, float] = {}   # deferred buffer sends: last due time per peer
         self._pending: list[tuple[MPI.Request, Any, int]] = []  # (request, buffer, dest)
-        links = os.environ.get("PYFW_EMULATE_LINKS")
-        if links:
-            from .monitor.emulate import DeliveryShaper, parse_links
-            lat, bw = parse_links(links)
-            lat = {k: v for k, v in lat.items() if max(k) < n}
-            bw = {k: v for k, v in bw.items() if max(k) < n}
-            self.shaper = DeliveryShaper(self.rank, n, latency=lat, bandwidth=bw)
+        self.shaper = shaper_from_env(self.rank, n)   # None unless links are emulated
         self._status = MPI.Status()
 
     # ---------------------------------------------------------------- construction

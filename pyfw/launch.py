@@ -54,7 +54,10 @@ def mpiexec_argv(nprocs: int, command: list[str], *, ft: bool = False,
     if nprocs > (os.cpu_count() or 1):
         argv.append("--oversubscribe")
     if ft:
-        argv += ["--with-ft", "ulfm"]
+        # han (the default hierarchical collectives) is not fault tolerant: with a dead
+        # participant a Barrier returned success at some survivors; without it, every
+        # survivor gets the error
+        argv += ["--with-ft", "ulfm", "--mca", "coll", "^han"]
     argv += list(extra or [])
     return argv + list(command)
 
@@ -71,6 +74,10 @@ def mpi_env(base: dict | None = None, nprocs: int = 1) -> dict:
     # Open MPI gives ranks a pty for stdout, so numba's colorama hook believes it writes to a
     # terminal and appends an escape sequence at exit, corrupting machine-readable output.
     env.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+    # The PyPI Open MPI's UCX one-sided component fails its query on machines without a UCX
+    # transport and says so on every rank ("OSC UCX component priority set inside component
+    # query failed"); pyfw's windows use the shared-memory component. OMPI_MCA_osc overrides.
+    env.setdefault("OMPI_MCA_osc", "^ucx")
     # Ranks outnumbering cores must give the CPU away while they wait in MPI.
     if nprocs > (os.cpu_count() or 1):
         env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
@@ -224,13 +231,19 @@ def _parse_address(text: str):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="pyfw-run", description=__doc__.split("\n\n")[0],
-        usage="pyfw-run [-n N] [--ft] [--timeout S] -- command ...")
+        usage="pyfw-run [-n N] [--ft] [--timeout S] [--hostfile F | --testbed P] -- "
+              "command ...")
     parser.add_argument("-n", "--np", type=int, default=os.cpu_count() or 1, dest="nprocs",
                         help="number of ranks (default: number of cores)")
     parser.add_argument("--ft", action="store_true",
                         help="enable ULFM fault tolerance (survive dead workers)")
     parser.add_argument("--timeout", type=float, default=None,
                         help="kill the job after this many seconds (exit status 124)")
+    parser.add_argument("--hostfile", default=None,
+                        help="Open MPI hostfile naming the nodes and their slots")
+    parser.add_argument("--testbed", metavar="PREFIX", default=os.environ.get("PYFW_TESTBED"),
+                        help="run across the nodes of the test bed PREFIX (pyfw-cluster up; "
+                             "default: $PYFW_TESTBED)")
     parser.add_argument("--mpiexec-arg", action="append", default=[],
                         help="extra argument passed to mpiexec (repeatable)")
     parser.add_argument("--dashboard", metavar="[HOST:]PORT", default=None,
@@ -251,8 +264,22 @@ def main(argv: list[str] | None = None) -> int:
         env = observe_env(args.dashboard, args.report)
         if env is None:
             parser.error(f"--dashboard {args.dashboard!r}: expected [HOST:]PORT, e.g. 8787")
-    result = run(args.nprocs, command, timeout=args.timeout, ft=args.ft,
-                 extra=args.mpiexec_arg, env=env)
+    extra = list(args.mpiexec_arg)
+    if args.hostfile is not None:
+        if not os.path.isfile(args.hostfile):
+            parser.error(f"--hostfile {args.hostfile!r}: no such file")
+        extra += ["--hostfile", os.path.abspath(args.hostfile)]
+    if args.testbed:
+        from .testbed import TestBed
+        from .testbed.cli import launch_options
+        from .testbed.netns import job_env
+        info = TestBed(args.testbed).status()
+        if info is None:
+            parser.error(f"--testbed {args.testbed!r}: no such test bed is up "
+                         f"(pyfw-cluster --prefix {args.testbed} up)")
+        extra += launch_options(info, hosts=args.hostfile is None)
+        env = job_env(info, env)
+    result = run(args.nprocs, command, timeout=args.timeout, ft=args.ft, extra=extra, env=env)
     if result.timed_out:
         print(f"pyfw-run: job killed after {args.timeout:g} s timeout", file=sys.stderr)
     return result.returncode

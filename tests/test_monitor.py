@@ -38,6 +38,14 @@ def test_hockney_fit_recovers_known_model():
     assert flat.beta == 0 and math.isinf(flat.bandwidth)
 
 
+def test_hockney_fit_keeps_the_large_message_slope_of_a_shaped_link():
+    # measured over a 100 Mbit tc tbf link (test bed): 1 KiB passes in the token bucket's
+    # burst, 1 MiB is held to the rate; the bandwidth is the rate, not the small message's
+    fit = hockney_fit([1024, 1 << 20], [1.6e-5, 8.45e-2])
+    assert fit.alpha == 0.0
+    assert abs(fit.bandwidth - 12.4e6) < 0.1e6
+
+
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 8])
 def test_round_robin_covers_every_pair_once_in_disjoint_rounds(p):
     rounds = round_robin(p)

@@ -1,3 +1,4 @@
-"""Multi-node test bed on one machine: one net + UTS namespace per node, veth pairs into a
-bridge, optional tbf caps on both ends of a node's veth.  Nothing in the runtimes imports it."""
-from .netns import TestBed, up, down, status  # noqa: F401
+"""Multi-node test bed on one machine (root): one net + UTS namespace per node, veth pairs
+into a bridge, tc caps, CPU quotas, real Open MPI daemons per node (``pyfw-cluster``).
+Nothing in the runtimes imports it."""
+from .netns import TestBed, down, job_env, status, up  # noqa: F401
