@@ -7,10 +7,12 @@ Feeding it (every rank):
 
 * ``mon.record(work, seconds)`` -- local, O(1): this rank did ``work`` units (e.g. the plane
   cost of its slab) in ``seconds`` of *compute* time (never waits). At the next exchange the
-  **median** of the rates ``work / seconds`` recorded since the previous one becomes one speed
-  sample of this rank: a step during which the rank was pre-empted (another process took
-  the core for a moment) does not drag the sample, a rank that is slower on most steps
-  does.
+  **throughput** since the previous one (work recorded / seconds recorded) becomes one speed
+  sample of this rank. Not the median of per-step rates: a node under a CPU quota (a cgroup,
+  a container limit, the test bed's slowed node) runs full speed and then stalls, so most
+  of its steps are fast and a median saw no slowdown at all (a knee run on 2 test-bed nodes,
+  one at half a core: the balancer never moved the cuts). A single pre-emption moves one
+  sample, which the forecaster banks weigh against the others.
 * ``mon.step(work=None, seconds=None)`` -- ``record`` plus a step count; collective on the
   steps where a link probe is due (the same steps on every rank).
 * ``mon.sync(extra)`` -- collective now: one small ``allgather`` of every rank's record
@@ -117,14 +119,17 @@ class OnlineMonitor:
         self._ticket = 0
         self.t_start = time.perf_counter()
         self._t_mark, self._steps_mark = self.t_start, 0
-        self._rates: list[float] = []   # this rank's work/seconds per record since the last post
+        self._work = self._seconds = 0.0   # recorded since the last post
+        self._records = 0
 
     # --------------------------------------------------------------- feeding
     def record(self, work: float, seconds: float) -> None:
         """Local and O(1): ``work`` units done in ``seconds`` of compute time on this rank
-        (one step, or any piece of work; the median rate per exchange is the sample)."""
+        (one step, or any piece of work; the throughput per exchange is the sample)."""
         if seconds > 0 and work >= 0:
-            self._rates.append(work / seconds)
+            self._work += work
+            self._seconds += seconds
+            self._records += 1
 
     def step(self, work: float | None = None, seconds: float | None = None) -> bool:
         """Count a step (collective on probe steps); probe if due. ``work`` done in
@@ -133,8 +138,8 @@ class OnlineMonitor:
         The probe's results travel in a non-blocking allgather completed at the next call,
         so no rank waits for the others to reach the probe step (only the two ranks of a
         probed pair meet)."""
-        if seconds is not None and seconds > 0 and work is not None and work >= 0:
-            self._rates.append(work / seconds)
+        if seconds is not None and work is not None:
+            self.record(work, seconds)
         self.steps += 1
         if self._pending and self._pending[0][2] and self.steps > self._pending[0][3]:
             self._complete(1)
@@ -206,11 +211,12 @@ class OnlineMonitor:
                         rec[:3] = peer, fit.alpha, fit.bandwidth
         rec[3] = max(self._last_cost, time.perf_counter() - t0)
         rec[4] = step_time
-        if self._rates:
-            rec[5], rec[6] = float(np.median(self._rates)), len(self._rates)
+        if self._records:
+            rec[5], rec[6] = self._work / self._seconds, self._records
         rec[7] = 1.0 if probe else 0.0
         rec[_NREC:] = extra
-        self._rates = []
+        self._work = self._seconds = 0.0
+        self._records = 0
         allrec = np.empty((self.size, rec.size))
         req = self.mpi.Iallgather(rec, allrec)
         self._ticket += 1

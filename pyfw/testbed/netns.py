@@ -33,6 +33,7 @@ __all__ = ["TestBed", "refuse_reason", "subnet_for", "node_index", "up", "down",
 STATE_DIR = "/run/pyfw-testbed"
 CG_ROOT = "/sys/fs/cgroup"
 CPU_CG = os.path.join(CG_ROOT, "cpu")
+CPU_PERIOD_US = 10_000
 BINDING = "none (nodes share this machine's cores; per-node binding would stack ranks)"
 
 
@@ -209,16 +210,20 @@ class TestBed:
         if cg is None:
             raise RuntimeError("no cgroup CPU controller here: cannot slow a node down")
         os.makedirs(cg, exist_ok=True)
-        quota = int(100000 / factor)
+        # a short period makes the quota look like a slower core: with the default 100 ms a
+        # node ran full speed for 50 ms, then stalled 50 ms (factor 2), and per-step timings
+        # of a stencil saw mostly fast steps
+        period = CPU_PERIOD_US
+        quota = int(period / factor)
         if _cpu_method().startswith("cgroup v2"):
             with open(os.path.join(cg, "cpu.max"), "w") as f:
-                f.write(f"{quota} 100000")
+                f.write(f"{quota} {period}")
         else:
             with open(os.path.join(cg, "cpu.cfs_period_us"), "w") as f:
-                f.write("100000")
+                f.write(str(period))
             with open(os.path.join(cg, "cpu.cfs_quota_us"), "w") as f:
                 f.write(str(quota))
-        return quota / 100000
+        return quota / period
 
     def down(self) -> None:
         """Idempotent: removes every netns, link and cpu cgroup of this prefix."""
