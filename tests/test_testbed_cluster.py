@@ -184,3 +184,16 @@ def test_batch_template_runs_unchanged_on_the_test_bed(bed2, tmp_path, scheduler
     stats = json.loads(next(tmp_path.glob("stats-*.json")).read_text())
     hosts = {w["host"] for w in stats["workers"]}
     assert hosts == {"pfwc2-0", "pfwc2-1"} and stats["tasks"] == 20000
+
+
+def test_two_level_farm_on_real_nodes_and_its_sub_master_killed(bed2, tmp_path):
+    # node A: master 0 + direct worker 1; node B: sub-master 2 (lowest rank) + worker 3
+    hier = os.path.join(HERE, "hier_job.py")
+    out = tmp_path / "contract.json"
+    assert _run(bed2, [sys.executable, hier, "contract", str(out)]).returncode == 0
+    got = json.loads(out.read_text())
+    assert got["hierarchy"] == "node" and got["ordered"] and got["ranks"] == [1, 3]
+    out = tmp_path / "kill.json"
+    _run(bed2, [sys.executable, hier, "kill-submaster", str(out)], ft=True)
+    got = json.loads(out.read_text())
+    assert got["values"] == [x * x for x in range(600)] and got["alive"]["2"] is False

@@ -32,7 +32,9 @@ __all__ = ["Engine", "SerialEngine", "RoundState", "make_task_error"]
 
 def make_task_error(index, rank, info, attempts=1, cls=TaskError) -> TaskError:
     """A TaskError from a worker's error_info tuple, with the remote traceback as cause."""
-    exc_type, message, text, host, blob = info
+    exc_type, message, text, host, blob = info[:5]
+    if len(info) > 5:   # raised on a node worker behind a sub-master (pyfw.farm.hierarchy)
+        rank = info[5]
     original = None
     if blob is not None:
         try:
@@ -298,9 +300,11 @@ class Engine:
 
     def __init__(self, comm: Comm, master: int = 0, pipeline: Pipeline | None = None,
                  task_timeout: float | None = None, max_attempts: int = 3, retries: int = 0,
-                 tail_duplication: bool = True):
+                 tail_duplication: bool = True, workers=None):
         self.comm, self.master = comm, master
-        self.workers = {r: _Worker(r) for r in range(comm.size) if r != master}
+        ranks = range(comm.size) if workers is None else workers   # two-level: see hierarchy
+        self.workers = {r: _Worker(r) for r in ranks if r != master}
+        self.substats: dict[int, list] = {}   # sub-master rank -> its node's worker rows
         self.pipeline = pipeline or Pipeline()
         self.task_timeout = task_timeout
         self.max_attempts = max(1, int(max_attempts))
@@ -437,6 +441,8 @@ class Engine:
                 self.broken.__cause__ = self.setup_error
         elif kind == "pong":
             self.pipeline.observe_rtt(time.perf_counter() - msg[1])
+        elif kind == "substats":
+            self.substats[src] = msg[1]
 
     def _on_done(self, msg, src) -> None:
         cid, rid, ids, values, errors, stats, status = msg
@@ -754,6 +760,10 @@ class Engine:
                         "bytes_from": traffic["recv_bytes"][r],
                         "msgs_to": traffic["sent_msgs"][r],
                         "msgs_from": traffic["recv_msgs"][r]})
+            if r in self.substats:   # a sub-master: its node's workers follow it
+                out[-1]["role"] = "submaster"
+                for row in self.substats[r]:
+                    out.append(dict(row, alive=row["alive"] and w.alive))
         return out
 
 

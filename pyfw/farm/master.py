@@ -7,7 +7,7 @@ import time
 from typing import Any, Callable, Iterable, Iterator
 
 from .. import observe
-from ..comm import Comm
+from ..comm import Comm, bound_finalize
 from ..errors import ConfigurationError, FarmBroken, TaskError
 from .engine import Engine, RoundState, SerialEngine
 from .journal import Journal
@@ -15,6 +15,7 @@ from .policies import Pipeline, make_policy
 from .progress import Progress, format_summary
 from .snapshot import farm_snapshot
 from .task import Batch, Done, Task
+from .hierarchy import HIERARCHIES, layout, serve_submaster
 from .worker import serve
 
 __all__ = ["Farm", "Round", "Batch", "InOrder"]
@@ -61,6 +62,11 @@ class Farm:
         address requires a token), ``True`` (port 8787), ``False``, or a
         :class:`pyfw.dashboard.Dashboard`; default ``$PYFW_DASHBOARD`` (``pyfw-run
         --dashboard``). ``$PYFW_REPORT`` names a static HTML report written at the end.
+    hierarchy: ``"flat"`` (default: the master talks to every worker), ``"node"`` (one
+        sub-master per other node, found with ``COMM_TYPE_SHARED``, pulls work for its node
+        and self-schedules its workers; see :mod:`pyfw.farm.hierarchy`) or ``"auto"``
+        (``node`` from 256 workers on two or more nodes). ``farm.hierarchy`` says which
+        was used. Every promise of the flat farm holds in both.
     """
 
     def __init__(self, comm=None, *, policy="adaptive", master: int = 0,
@@ -68,7 +74,8 @@ class Farm:
                  task_timeout: float | None = None, max_attempts: int = 3, retries: int = 0,
                  on_error: str = "raise", pipeline_depth: int | None = None,
                  max_depth: int = 32, journal: str | None = None, progress: bool | None = None,
-                 summary: bool = False, tail_duplication: bool = True, dashboard=None):
+                 summary: bool = False, tail_duplication: bool = True, dashboard=None,
+                 hierarchy: str = "flat"):
         base = comm if isinstance(comm, Comm) else Comm(comm)
         # validate identically on every rank before the first message
         self.policy = make_policy(policy)
@@ -83,7 +90,15 @@ class Farm:
             raise ConfigurationError(f"setup must be callable, got {type(setup).__name__}")
         dashboard = observe.check(dashboard)
         pipeline = Pipeline(max_depth=max_depth, fixed=pipeline_depth)
+        if hierarchy not in HIERARCHIES:
+            raise ConfigurationError(f"hierarchy must be one of {HIERARCHIES}, got "
+                                     f"{hierarchy!r}")
         self.comm = base.dup() if base.size > 1 else base
+        self.hierarchy, self._layout, self._node = "flat", None, None
+        if hierarchy != "flat" and self.comm.size > 2:
+            self.hierarchy, self._layout, self._node = layout(self.comm, master, hierarchy)
+        self._engine_options = dict(policy=policy, pipeline=pipeline, max_attempts=max_attempts,
+                                    tail_duplication=tail_duplication)
         self.master = master
         self.rank = self.comm.rank
         self.size = self.comm.size
@@ -104,7 +119,8 @@ class Farm:
         else:
             self.engine = Engine(self.comm, master, pipeline, task_timeout=task_timeout,
                                  max_attempts=max_attempts, retries=retries,
-                                 tail_duplication=tail_duplication)
+                                 tail_duplication=tail_duplication,
+                                 workers=self._layout.top_workers if self._layout else None)
         if journal is not None:
             self.journal = Journal(journal)
         self._ticker = None
@@ -116,7 +132,7 @@ class Farm:
     # ---------------------------------------------------------------- lifetime
     def __enter__(self) -> "Farm":
         if not self.is_master:
-            reason = serve(self.comm, self.master, self._setup, self._setup_args)
+            reason = self._serve()
             self._closed = True
             if reason is not None:
                 raise FarmBroken(f"rank {self.rank}: the farm stopped because the master "
@@ -129,6 +145,30 @@ class Farm:
             if exc is not None:
                 reason = f"{exc_type.__name__}: {exc}"
             self.close(reason)
+
+    def _serve(self) -> str | None:
+        """A worker's part: serve the master, a node's sub-master, or serve as one."""
+        role = "worker" if self._layout is None else self._layout.role(self.rank)
+        if role == "worker":
+            return serve(self.comm, self.master, self._setup, self._setup_args)
+        node = self._node
+        try:
+            if role == "node-worker":
+                reason = serve(node, 0, self._setup, self._setup_args)
+                if reason == "the master rank failed":   # the sub-master: the master goes on
+                    bound_finalize()
+                    return None
+                return reason
+            world_of = self._node_ranks()
+            return serve_submaster(self.comm, self.master, node, world_of, None,
+                                   **self._engine_options)
+        finally:
+            node.free()
+
+    def _node_ranks(self) -> list[int]:
+        """Farm rank of every rank of this node's communicator (node ranks follow them)."""
+        lay = self._layout
+        return lay.members[lay.node_of[self.rank]]
 
     def close(self, reason: str | None = None) -> None:
         """Release the workers (they leave their ``with`` block). Idempotent."""
@@ -241,7 +281,8 @@ class Farm:
         elapsed = time.perf_counter() - eng.started
         out = {"elapsed_s": round(elapsed, 6), "ranks": self.size,
                "workers": workers, "tasks": eng.completed,
-               "executions": sum(w["tasks"] for w in workers),
+               "executions": sum(w["tasks"] for w in workers if w.get("role") != "submaster"),
+               "hierarchy": self.hierarchy,
                "duplicates": eng.duplicates,
                "quarantined": [str(q) for q in eng.quarantined],
                "master_idle_s": round(eng.idle_master, 6)}

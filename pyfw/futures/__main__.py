@@ -116,7 +116,8 @@ def main(argv=None) -> int:
             traceback.print_exc()
             sys.stderr.flush()
             world.Abort(1)
-    farm = Farm(world)
+    # the program's executors share this farm: its layout comes from the environment
+    farm = Farm(world, hierarchy=os.environ.get("PYFW_FARM_HIERARCHY", "flat"))
     workers = _context.split_workers(farm)
     if not farm.is_master:
         with _context.serving_on(), _context.comm_workers_on(workers):

@@ -27,7 +27,8 @@ _SPAWN_OPTIONS = ("python_exe", "python_args", "mpi_info", "main", "use_pkl5", "
 _WORKER_OPTIONS = ("path", "wdir", "env", "globals")
 #: options of the whole farm: honoured when the executor makes its own farm
 _FARM_OPTIONS = ("task_timeout", "max_attempts", "retries", "pipeline_depth", "max_depth",
-                 "setup", "setup_args", "progress", "summary", "journal", "dashboard")
+                 "setup", "setup_args", "progress", "summary", "journal", "dashboard",
+                 "hierarchy")
 
 
 def _validate(max_workers, initializer, policy, options) -> None:

@@ -1,0 +1,304 @@
+"""The two-level farm (private): one sub-master per node between the master and the node's
+workers (``Farm(hierarchy="node")``).
+
+Roles, found collectively when the farm is built (:func:`layout`):
+
+* the **master** drives an :class:`~pyfw.farm.engine.Engine` whose workers are the other
+  ranks of its own node (served directly: no extra hop on shared memory) and one
+  **sub-master** per other node (its lowest rank); a node with a single rank is a direct
+  worker;
+* a **sub-master** (:class:`SubMaster`) is a worker to the master -- it pulls chunks, which
+  the master's policy sizes by the node's aggregate speed and the pipelining rule sizes by
+  the link to the top -- and a master to its node: each chunk becomes a round of its own
+  engine (the same scheduler, policies, failure handling), self-scheduled over the node's
+  workers, whose results go back in batches (partial replies every ``PARTIAL_EVERY``);
+* a **node worker** serves its sub-master over the node's communicator, as any worker.
+
+Failures: a node worker that dies is handled inside its node (its tasks run again on the
+node's other workers); a sub-master that dies is a dead worker to the master, whose chunks
+run again elsewhere (the master's bookkeeping of finished ids keeps every result exactly
+once); its node's workers see their master gone and leave. The master's statistics list
+every worker: sub-masters forward their node's per-worker figures (``("substats", rows)``).
+
+Wire (beyond :mod:`pyfw.farm._protocol`): sub-master -> master, tag CTRL:
+``("substats", [row, ...])`` with rows as in ``Engine.worker_summary`` plus ``via``; an
+``error_info`` may carry a 6th element, the rank of the worker that raised.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import time
+
+from mpi4py import MPI
+
+from ..comm import Backoff, Comm
+from ..errors import ConfigurationError, FarmBroken, TaskError
+from . import _protocol as P
+from .engine import Engine
+from .policies import make_policy
+from .worker import _Worker, error_info
+
+__all__ = ["HIERARCHIES", "layout", "Layout", "SubMaster", "AUTO_MIN_WORKERS"]
+
+HIERARCHIES = ("flat", "node", "auto")
+
+#: ``hierarchy="auto"`` goes two-level from this many workers on >= 2 nodes: a flat master
+#: spends ~15-30 us of CPU per message (measured, benchmarks/farm_scale_model.py), so with
+#: 1 ms tasks and adaptive chunks it saturates somewhere past a few hundred workers
+AUTO_MIN_WORKERS = 256
+
+#: testing: group ranks into "nodes" of this many consecutive ranks instead of by shared
+#: memory (one machine then shows the two-level layout)
+NODE_SIZE_ENV = "PYFW_FARM_NODE_SIZE"
+
+
+class Layout:
+    """Who does what in a two-level farm (the same on every rank)."""
+
+    def __init__(self, node_of: list[int], master: int):
+        self.node_of = node_of                         # farm rank -> node id (its lowest rank)
+        self.master = master
+        members: dict[int, list[int]] = {}
+        for r, node in enumerate(node_of):
+            members.setdefault(node, []).append(r)
+        self.members = members
+        home = node_of[master]
+        self.submasters = {node: ranks[0] for node, ranks in members.items()
+                           if node != home and len(ranks) > 1}
+        self.top_workers = sorted(
+            [r for r in members[home] if r != master]
+            + [ranks[0] for node, ranks in members.items() if node != home])
+
+    def role(self, rank: int) -> str:
+        if rank == self.master:
+            return "master"
+        node = self.node_of[rank]
+        if node not in self.submasters:
+            return "worker"
+        return "submaster" if self.submasters[node] == rank else "node-worker"
+
+
+def _node_ids(mpi: MPI.Intracomm) -> list[int]:
+    """Node id (lowest farm rank on the same node) of every rank; collective."""
+    size_env = os.environ.get(NODE_SIZE_ENV)
+    rank = mpi.Get_rank()
+    if size_env:
+        k = max(1, int(size_env))
+        return [(r // k) * k for r in range(mpi.Get_size())]
+    shared = mpi.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+    lowest = shared.allreduce(rank, op=MPI.MIN)
+    shared.Free()
+    return mpi.allgather(lowest)
+
+
+def resolve(hierarchy: str, node_of: list[int], master: int) -> str:
+    """``flat`` or ``node`` for a requested ``hierarchy`` on this layout (see
+    :data:`AUTO_MIN_WORKERS` for ``auto``)."""
+    if hierarchy not in HIERARCHIES:
+        raise ConfigurationError(f"hierarchy must be one of {HIERARCHIES}, got {hierarchy!r}")
+    if hierarchy != "auto":
+        return hierarchy
+    nodes = len(set(node_of))
+    return "node" if nodes >= 2 and len(node_of) - 1 >= AUTO_MIN_WORKERS else "flat"
+
+
+def layout(comm: Comm, master: int, hierarchy: str):
+    """Collective: ``(mode, Layout or None, node Comm or None)`` for this rank."""
+    node_of = _node_ids(comm.mpi)
+    mode = resolve(hierarchy, node_of, master)
+    if mode == "flat":
+        return mode, None, None
+    lay = Layout(node_of, master)
+    role = lay.role(comm.rank)
+    color = lay.node_of[comm.rank] if role in ("submaster", "node-worker") else MPI.UNDEFINED
+    node_mpi = comm.mpi.Split(color, comm.rank)
+    node = Comm(node_mpi) if node_mpi != MPI.COMM_NULL else None
+    return mode, lay, node
+
+
+def _info_of(err: TaskError, world_rank: int) -> tuple:
+    """A TaskError of the node's engine back into the wire's error_info (real rank kept)."""
+    blob = None
+    if err.exception is not None:
+        try:
+            blob = pickle.dumps(err.exception, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            blob = None
+    cause = err.__cause__
+    return (err.exc_type, err.message, str(cause) if cause is not None else "", err.host,
+            blob, world_rank)
+
+
+class _Forward:
+    """One chunk of the master's, running as a round of the node's engine."""
+
+    __slots__ = ("cid", "rid", "ids", "t_got", "rnd", "values", "errors", "pending",
+                 "t_part", "sent")
+
+    def __init__(self, cid, rid, ids, t_got, rnd):
+        self.cid, self.rid, self.ids, self.t_got, self.rnd = cid, rid, list(ids), t_got, rnd
+        self.pending: list[tuple[int, object, tuple | None]] = []   # (pos, value, info)
+        self.t_part = t_got
+        self.sent = 0
+
+
+class SubMaster(_Worker):
+    """A node's sub-master: a worker to the master over ``top``, a master to its node."""
+
+    STATS_EVERY = 0.5
+
+    def __init__(self, top: Comm, master: int, node: Comm, world_of: list[int], *,
+                 policy="adaptive", pipeline=None, max_attempts=3, tail_duplication=True):
+        super().__init__(top, master)
+        self.node = node
+        self.world_of = world_of                  # node rank -> farm rank
+        self.policy = policy
+        self.engine = Engine(node, 0, pipeline, max_attempts=max_attempts,
+                             tail_duplication=tail_duplication)
+        self.forwards: dict[int, _Forward] = {}
+        self._stats_at = 0.0
+
+    # ------------------------------------------------------------------ chunks in
+    def _accept(self) -> bool:
+        took = False
+        while self.queue:
+            (cid, rid, ids, payload), t_got = self.queue.popleft()
+            took = True
+            if rid in self.cancelled_rounds or cid in self.skipped:
+                self.reply(cid, rid, [], [], [], None, P.DROPPED)
+                continue
+            try:
+                fn, items = pickle.loads(payload)
+            except Exception as exc:
+                info = error_info(exc, self.comm.rank, self.comm.size, self.comm.host)
+                ids = list(ids)
+                self.reply(cid, rid, ids, [None] * len(ids),
+                           [(p, info) for p in range(len(ids))],
+                           (0, 0.0, 0.0, 0.0, 0.0, t_got, time.perf_counter()), P.OK)
+                continue
+            func, star = fn if fn is not None else (None, False)
+            rnd = self.engine.start_round(items, fn=func, star=star, total=len(items),
+                                          policy=make_policy(self.policy),
+                                          name=f"chunk-{cid}")
+            rnd.tail_duplication = self.engine.tail_duplication
+            self.forwards[rnd.rid] = _Forward(cid, rid, ids, t_got, rnd)
+        return took
+
+    # ------------------------------------------------------------------ results out
+    def _collect(self, f: _Forward) -> None:
+        outputs = f.rnd.outputs
+        while outputs:
+            ids, values, errs, rank = outputs.popleft()
+            world = self.world_of[rank] if 0 <= rank < len(self.world_of) else self.comm.rank
+            for k, (pos, value) in enumerate(zip(ids, values)):
+                err = errs.get(k) if errs else None
+                f.pending.append((pos, value, None if err is None else _info_of(err, world)))
+
+    def _send(self, f: _Forward, status: str, now: float) -> None:
+        batch, f.pending = f.pending, []
+        ids = [f.ids[pos] for pos, _, _ in batch]
+        values = [v for _, v, _ in batch]
+        errors = [(k, info) for k, (_, _, info) in enumerate(batch) if info is not None]
+        busy = now - f.t_part
+        stats = (len(batch), busy, busy * busy / max(1, len(batch)), busy, 0.0, f.t_got, now)
+        f.t_part = now
+        f.sent += len(batch)
+        self.reply(f.cid, f.rid, ids, values, errors, stats if batch else None, status)
+
+    def _forward(self) -> bool:
+        now = time.perf_counter()
+        moved = False
+        for rid, f in list(self.forwards.items()):
+            self._collect(f)
+            if f.rid in self.cancelled_rounds or f.cid in self.skipped:
+                self.engine.cancel_round(f.rnd, wait=False)
+                self._send(f, P.ABORTED, now)
+            elif f.rnd.finished:
+                if len(self.forwards) == 1:   # the master may be about to read its stats
+                    self._stats_at = 0.0
+                    self._substats(now)
+                self._send(f, P.OK, now)
+            else:
+                if f.pending and now - f.t_part >= P.PARTIAL_EVERY:
+                    self._send(f, P.PARTIAL, now)
+                    moved = True
+                continue
+            self.engine.end_round(f.rnd)
+            self.skipped.discard(f.cid)
+            del self.forwards[rid]
+            moved = True
+        return moved
+
+    def _substats(self, now: float) -> None:
+        if now - self._stats_at < self.STATS_EVERY:
+            return
+        self._stats_at = now
+        rows = self.engine.worker_summary()
+        for row in rows:
+            row["rank"] = self.world_of[row["rank"]]
+            row["via"] = self.comm.rank
+        self.comm.isend(("substats", rows), self.master, P.CTRL)
+
+    def _node_lost(self) -> None:
+        """The node's engine cannot go on: a worker's setup failed (tell the master, which
+        stops the farm with that error) or every worker died (die too: to the master this
+        rank is then a dead worker, whose chunks run elsewhere under ULFM)."""
+        err = self.engine.setup_error
+        if err is not None:
+            self.forwards.clear()
+            self.comm.isend(("hello", self.comm.host, os.getpid(),
+                             _info_of(err, self.world_of[err.rank])), self.master, P.CTRL)
+            self.comm.flush(timeout=5.0, raise_on_timeout=False)
+            while not self.stopping:
+                self.drain()
+                time.sleep(0.01)
+            return
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    # ------------------------------------------------------------------ loop
+    def loop(self) -> None:
+        backoff = Backoff()
+        engine = self.engine
+        while not self.stopping:
+            self.drain()
+            if self.stopping:
+                break
+            moved = self._accept()
+            if self.forwards:
+                try:
+                    engine.step()   # dispatch to the node (sleeps its own backoff if idle)
+                except FarmBroken:
+                    self._node_lost()
+                    continue
+                moved = self._forward() or moved
+            self._substats(time.perf_counter())
+            if moved or self.forwards:
+                backoff.reset()
+            else:
+                self.comm.progress()
+                t0 = time.perf_counter()
+                backoff.sleep()
+                self.idle += time.perf_counter() - t0
+        self._stats_at = 0.0
+        self._substats(time.perf_counter())
+
+
+def serve_submaster(top: Comm, master: int, node: Comm, world_of: list[int], setup_error,
+                    **engine_kwargs) -> str | None:
+    """Serve the master as a node's sub-master until it says stop (see :class:`SubMaster`)."""
+    from ..errors import PeerFailure
+    sub = SubMaster(top, master, node, world_of, **engine_kwargs)
+    top.isend(("hello", top.host, os.getpid(), setup_error), master, P.CTRL)
+    try:
+        sub.loop()
+    except PeerFailure:
+        return "the master rank failed"
+    finally:
+        try:
+            sub.engine.shutdown(sub.stop_reason)
+        except Exception:
+            pass
+        top.flush(timeout=10.0, raise_on_timeout=False)
+    return sub.stop_reason
