@@ -135,7 +135,33 @@ def child_monitor(out):
                        "alpha": np.nan_to_num(m.alpha).tolist()}, fh)
 
 
-CHILDREN = {"pyfw_farm": child_pyfw_farm, "mpi4py_farm": child_mpi4py_farm,
+def empty_task(i):
+    return i
+
+
+def ms_task(i):
+    time.sleep(1e-3)
+    return i
+
+
+def child_hier(out, kind, hierarchy):
+    from mpi4py import MPI
+
+    from pyfw import Farm
+    fn, n = {"empty": (empty_task, 100_000), "1ms": (ms_task, 3000),
+             "uneven": (farm_task, FARM_TASKS)}[kind]
+    with Farm(MPI.COMM_WORLD, hierarchy=hierarchy) as f:
+        if f.is_master:
+            next(iter(f.map(fn, [0])))
+            t0 = time.perf_counter()
+            got = sorted(x if isinstance(x, int) else x[0] for x in f.map(fn, range(n)))
+            span = time.perf_counter() - t0
+            assert got == list(range(n))
+            with open(out, "w") as fh:
+                json.dump({"makespan_s": span, "tasks": n, "hierarchy": f.hierarchy}, fh)
+
+
+CHILDREN = {"hier": child_hier, "pyfw_farm": child_pyfw_farm, "mpi4py_farm": child_mpi4py_farm,
             "coll": child_coll, "monitor": child_monitor}
 
 
@@ -279,11 +305,45 @@ def part_pipeline(repeats):
             "pipeline_stats": depth_seen}
 
 
-PARTS = {"farm": part_farm, "coll": part_coll, "monitor": part_monitor,
+def part_hier(repeats):
+    """Flat vs two-level farm across 2 x 2 and 3 x 2 nodes."""
+    out = {"setup": "flat vs node (one sub-master per other node): 100,000 empty tasks "
+                    "(tasks/s), 3,000 tasks of 1 ms (tasks/s), and 300 tasks of 4 ms CPU "
+                    "returning 50 kB with node B's link at 100 Mbit/s and node C (or B) at "
+                    "half a core (makespan / ideal)", "layouts": {}}
+    for nodes in (2, 3):
+        links = {"B": "100mbit"}
+        slow = {"C": 2} if nodes == 3 else {"B": 2}
+        table = {}
+        for kind in ("empty", "1ms", "uneven"):
+            kw = dict(nodes=nodes, slots=2)
+            if kind == "uneven":
+                kw.update(links=links, slow=slow)
+            with Bed(**kw) as info:
+                runs = {"flat": [], "node": []}
+                for _ in range(repeats):
+                    for h in runs:
+                        r = child_json(info, "hier", kind, h)
+                        runs[h].append(r["tasks"] / r["makespan_s"] if kind != "uneven"
+                                       else r["makespan_s"])
+            table[kind] = {h: spread(v) for h, v in runs.items()}
+            f, n = (statistics.median(runs[h]) for h in ("flat", "node"))
+            table[kind]["node_over_flat"] = n / f
+        workers_cores = {2: 3, 3: 5}[nodes]
+        out["layouts"][f"{nodes}x2"] = table
+        out["layouts"][f"{nodes}x2"]["note"] = (f"{workers_cores} workers flat, "
+                                                f"{workers_cores - (nodes - 1)} node mode "
+                                                f"(each sub-master schedules, it does not "
+                                                f"compute), on 2 shared cores")
+    return out
+
+
+PARTS = {"hier": part_hier, "farm": part_farm, "coll": part_coll, "monitor": part_monitor,
          "domain": part_domain, "pipeline": part_pipeline}
 
 #: the same quantities measured earlier on one box through the in-process emulator
 EMULATED = {
+    "hier": "none (new: the two-level farm, issue 12)",
     "farm": "farm_slow_link.json (emulated 10 ms link, sleep tasks)",
     "coll": "coll_osu.json (one node; the SMP algorithms ran on emulated nodes)",
     "monitor": "monitor_pingpong.json (LinkShaper-injected latency/bandwidth)",
@@ -328,6 +388,16 @@ def report() -> str:
                 tc = f"{v['tc_bytes_per_s'] / 1e6:.2f}" if v["tc_bytes_per_s"] else "uncapped"
                 ratio = f"{v['measured_over_tc']:.3f}" if v["measured_over_tc"] else "-"
                 lines.append(f"| {k} | {tc} | {v['measured']['median'] / 1e6:.2f} | {ratio} |")
+        elif part == "hier":
+            lines += ["| layout | workload | flat | node | node / flat |", "|---|---|---|---|---|"]
+            for lay, table in d["layouts"].items():
+                for kind in ("empty", "1ms", "uneven"):
+                    row = table[kind]
+                    unit = "tasks/s" if kind != "uneven" else "s"
+                    lines.append(f"| {lay} | {kind} ({unit}) | {row['flat']['median']:.4g} | "
+                                 f"{row['node']['median']:.4g} | "
+                                 f"{row['node_over_flat']:.2f} |")
+                lines.append(f"| {lay} | note | {table['note']} | | |")
         elif part == "domain":
             w = d["wall_s"]
             lines += ["| arm | wall median (s) | min-max |", "|---|---|---|"]
@@ -352,6 +422,16 @@ def plot(part, d) -> None:
         if "ideal_s" in d:
             ax.axhline(d["ideal_s"], ls="--", c="grey", label="ideal")
             ax.legend()
+    elif part == "hier":
+        labels, vals = [], []
+        for lay, table in d["layouts"].items():
+            for kind in ("empty", "1ms", "uneven"):
+                labels.append(f"{lay}\n{kind}")
+                vals.append(table[kind]["node_over_flat"])
+        ax.bar(labels, vals)
+        ax.axhline(1, c="grey", lw=0.8)
+        ax.set_ylabel("node / flat (rate; makespan for uneven)")
+        ax.tick_params(labelsize=7)
     elif part == "coll":
         for lay, table in d["layouts"].items():
             sizes = [int(s) for s in table]
