@@ -109,6 +109,7 @@ def contract(farm):
     st = farm.stats()
     out["workers"] = [[w["rank"], w.get("role"), w.get("via"), w["tasks"]] for w in st["workers"]]
     out["tasks"], out["executions"] = st["tasks"], st["executions"]
+    out["computed_by_submaster"] = sum(w.get("computed_tasks", 0) for w in st["workers"])
     return out
 
 

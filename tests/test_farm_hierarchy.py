@@ -61,15 +61,16 @@ def _job(tmp_path, mode, n=5, node_size=2, ft=False, extra_env=None, args=()):
 def test_contract_through_a_sub_master(tmp_path):
     got = _job(tmp_path, "contract")
     assert got["hierarchy"] == "node" and got["ordered"]
-    assert got["ranks"] == [1, 3, 4]              # the sub-master (2) schedules, its worker runs
+    assert got["ranks"] == [1, 2, 3, 4]           # the sub-master (2) schedules and computes
     assert got["unordered"] == list(range(300)) and got["kept"]
     kind, cause, index, rank = got["error"]
-    assert (kind, cause, index) == ("TaskError", "KeyError", 7) and rank in (1, 3, 4)
+    assert (kind, cause, index) == ("TaskError", "KeyError", 7) and rank in (1, 2, 3, 4)
     assert got["cancel_s"] < 10               # cancel reaches tasks behind the sub-master
     rows = {r: (role, via, n) for r, role, via, n in got["workers"]}
     assert set(rows) == {1, 2, 3, 4}          # the master sees every worker
     assert rows[2][0] == "submaster" and rows[3][1] == 2
     assert got["executions"] >= got["tasks"] >= 1000 + 300 + 200   # every run counted once
+    assert rows[2][1] is None and got["computed_by_submaster"] > 0
 
 
 @pytest.mark.launch

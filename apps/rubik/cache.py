@@ -43,28 +43,40 @@ def digest(buf):
 
 
 class Progress:
-    """A one-line progress bar on stderr (silent when ``enabled`` is false)."""
+    """A one-line progress bar on stderr (silent when ``enabled`` is false); where stderr is
+    not a terminal (a batch job's log) a plain line every ``EVERY`` seconds instead."""
+
+    EVERY = 5.0
 
     def __init__(self, label, total, enabled=True, stream=None):
         self.label, self.total, self.enabled = label, max(total, 1), enabled
         self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.t0 = time.perf_counter()
+        self.next_line = self.t0 + self.EVERY
         self.done = 0
 
-    def update(self, done, note=""):
+    def update(self, done, note="", force=False):
         self.done = done
         if not self.enabled:
             return
         frac = min(done / self.total, 1.0)
-        bar = "#" * int(30 * frac)
-        self.stream.write(f"\r{self.label}: [{bar:<30}] {100 * frac:5.1f}% "
-                          f"{time.perf_counter() - self.t0:6.1f}s {note}   ")
+        now = time.perf_counter()
+        if self.tty:
+            bar = "#" * int(30 * frac)
+            self.stream.write(f"\r{self.label}: [{bar:<30}] {100 * frac:5.1f}% "
+                              f"{now - self.t0:6.1f}s {note}   ")
+        elif force or now >= self.next_line:
+            self.next_line = now + self.EVERY
+            self.stream.write(f"{self.label}: {100 * frac:5.1f}% after {now - self.t0:.0f} s "
+                              f"{note}\n")
         self.stream.flush()
 
     def close(self, note="done"):
         if self.enabled:
-            self.update(self.total, note)
-            self.stream.write("\n")
+            self.update(self.total, note, force=True)
+            if self.tty:
+                self.stream.write("\n")
             self.stream.flush()
 
 

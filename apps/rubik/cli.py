@@ -7,11 +7,13 @@ per iteration and the per-worker load, or one JSON object with ``--json``.
 import argparse
 import json
 import sys
+import threading
 import time
 
 from .cube import Cube, InvalidCubeError, format_moves
 from .search import MAX_DEPTH
-from .solver import DEFAULT_HEURISTIC, HEURISTICS, Heuristic, Solver, check_cube
+from .solver import (DEFAULT_HEURISTIC, HEURISTICS, SMALL_HEURISTIC, Heuristic, Solver,
+                     check_cube, choose_heuristic)
 
 
 def parser():
@@ -28,9 +30,10 @@ def parser():
     p.add_argument("--prove-depth", type=int, metavar="D",
                    help="prove that no solution of at most D moves exists (or find one)")
     p.add_argument("--all", action="store_true", help="find every optimal (canonical) solution")
-    p.add_argument("--heuristic", choices=sorted(HEURISTICS), default=DEFAULT_HEURISTIC,
+    p.add_argument("--heuristic", choices=sorted(HEURISTICS), default=None,
                    help="; ".join(f"{k}: {v}" for k, v in HEURISTICS.items()) +
-                   f" (default {DEFAULT_HEURISTIC})")
+                   f" (default {DEFAULT_HEURISTIC}, or {SMALL_HEURISTIC} where its table is "
+                   f"not built and too little memory is free to build it)")
     p.add_argument("--split", default="2", help="frontier depth for workers, or 'adaptive'")
     p.add_argument("--cache-dir", help="table cache directory (default $PYFW_RUBIK_CACHE or "
                                        "~/.cache/pyfw/rubik)")
@@ -83,6 +86,29 @@ def _log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+class _Heartbeat:
+    """A line on stderr every ``every`` seconds while a solve runs (an iteration of a deep
+    search can take minutes; a batch log should show the job is alive)."""
+
+    def __init__(self, every=10.0):
+        self.every, self.bound, self.t0 = every, None, time.perf_counter()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self):
+        while not self.stop.wait(self.every):
+            where = f"searching bound {self.bound}" if self.bound is not None else "searching"
+            _log(f"  ... {where}, {time.perf_counter() - self.t0:.0f} s so far")
+
+
 def main(argv=None, out=None):
     """Entry point (returns the exit status)."""
     out = out or sys.stdout
@@ -90,6 +116,12 @@ def main(argv=None, out=None):
     if args.prove_depth is not None and not 0 <= args.prove_depth <= MAX_DEPTH:
         print(f"error: --prove-depth must be 0..{MAX_DEPTH}", file=sys.stderr)
         return 2
+    from pyfw.comm import world
+    comm = world()
+    choice = choose_heuristic(args.heuristic, args.cache_dir,
+                              _log if comm.rank == 0 else None)
+    # every rank loads the same tables, whatever memory its own node has free
+    args.heuristic = comm.mpi.bcast(choice, root=0) if comm.size > 1 else choice
     if args.build_tables:
         t0 = time.perf_counter()
         h = Heuristic(args.heuristic, args.cache_dir, progress=True, log=_log)
@@ -104,19 +136,21 @@ def main(argv=None, out=None):
         return 2
     split = args.split if args.split == "adaptive" else int(args.split)
 
-    def progress(it):        # long solves: each finished iteration as it completes
-        if not args.json:
-            print(f"  ... bound {it.bound}: {it.generated:,} nodes, {it.seconds:.2f} s",
-                  file=sys.stderr, flush=True)
-    from pyfw.comm import world
+    beat = _Heartbeat()
+
+    def progress(it):        # long solves: each finished iteration as it completes (stderr,
+        beat.bound = it.bound + 1          # so --json output on stdout stays clean)
+        print(f"  ... bound {it.bound}: {it.generated:,} nodes, {it.seconds:.2f} s",
+              file=sys.stderr, flush=True)
     from pyfw.farm import Farm
-    size = world().size
+    size = comm.size
     if size == 1 or args.serial:
-        tables = Heuristic(args.heuristic, args.cache_dir, progress=not args.json,
+        tables = Heuristic(args.heuristic, args.cache_dir, progress=True,
                            max_depth=args.table_depth, log=_log)
         t0 = time.perf_counter()
-        res = Solver(tables=tables).solve(cube, max_length=args.prove_depth,
-                                          all_solutions=args.all, on_iteration=progress)
+        with beat:
+            res = Solver(tables=tables).solve(cube, max_length=args.prove_depth,
+                                              all_solutions=args.all, on_iteration=progress)
         res.seconds = time.perf_counter() - t0
         _report(cube, res, args, out)
         return 0
@@ -124,12 +158,13 @@ def main(argv=None, out=None):
     with Farm(None, setup=preload,
               setup_args=(args.heuristic, args.cache_dir, args.table_depth)) as farm:
         if farm.is_master:
-            tables = Heuristic(args.heuristic, args.cache_dir, progress=not args.json,
+            tables = Heuristic(args.heuristic, args.cache_dir, progress=True,
                                max_depth=args.table_depth, log=_log)
-            res = solve_parallel(cube, farm, heuristic=args.heuristic,
-                                 max_length=args.prove_depth, all_solutions=args.all,
-                                 split=split, cache_dir=args.cache_dir,
-                                 max_depth=args.table_depth, tables=tables,
-                                 on_iteration=progress)
+            with beat:
+                res = solve_parallel(cube, farm, heuristic=args.heuristic,
+                                     max_length=args.prove_depth, all_solutions=args.all,
+                                     split=split, cache_dir=args.cache_dir,
+                                     max_depth=args.table_depth, tables=tables,
+                                     on_iteration=progress)
             _report(cube, res, args, out)
     return 0

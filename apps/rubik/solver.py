@@ -5,6 +5,7 @@
 >>> r.moves, r.length                                    # doctest: +SKIP
 ("F U2 R'", 3)
 """
+import os
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -23,6 +24,53 @@ HEURISTICS = {
     "korf": "Korf 1997: corner table and two 6-edge tables, max (87 MB)",
 }
 DEFAULT_HEURISTIC = "huge"
+
+#: building the default table: peak memory, seconds on 2 cores, bytes on disk (measured)
+HUGE_BUILD_MEMORY, HUGE_BUILD_SECONDS, HUGE_DISK = 5.2e9, 100, 1.67e9
+#: the table used instead where the huge one cannot be built (70 MB, ~8 s)
+SMALL_HEURISTIC = "phase1"
+
+
+def available_memory() -> float | None:
+    """Bytes of memory available now (``MemAvailable``; ``$PYFW_RUBIK_MEM_AVAILABLE``
+    overrides, for tests), or None where it cannot be read."""
+    forced = os.environ.get("PYFW_RUBIK_MEM_AVAILABLE")
+    if forced:
+        return float(forced)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def choose_heuristic(requested=None, cache_dir=None, log=None) -> str:
+    """The heuristic to use: ``requested`` if given; else the default where its table is
+    cached or can be built here (saying what the first build costs), else a smaller one
+    that fits the machine's memory (saying so)."""
+    if requested is not None:
+        return requested
+    from .cache import cache_dir as resolve_dir
+    directory = resolve_dir(cache_dir)
+    if os.path.exists(os.path.join(directory, "huge_phase1.bin")):
+        return DEFAULT_HEURISTIC
+    say = log or (lambda msg: None)
+    mem = available_memory()
+    if mem is not None and mem < 1.1 * HUGE_BUILD_MEMORY:
+        say(f"rubik: the default heuristic '{DEFAULT_HEURISTIC}' needs ~"
+            f"{HUGE_BUILD_MEMORY / 1e9:.0f} GB of memory to build its table once, and "
+            f"{mem / 1e9:.1f} GB are available: using '{SMALL_HEURISTIC}' instead (70 MB "
+            f"table, ~8 s to build; solves ~5x slower). --heuristic {DEFAULT_HEURISTIC} "
+            f"forces it.")
+        return SMALL_HEURISTIC
+    say(f"rubik: first run: building the '{DEFAULT_HEURISTIC}' table once into {directory}: "
+        f"{HUGE_DISK / 1e9:.2f} GB on disk, ~{HUGE_BUILD_SECONDS // 60 + 1} min on 2 cores, "
+        f"~{HUGE_BUILD_MEMORY / 1e9:.0f} GB of memory at the peak (--heuristic "
+        f"{SMALL_HEURISTIC}: 70 MB, ~8 s)")
+    return DEFAULT_HEURISTIC
 
 
 class Heuristic:

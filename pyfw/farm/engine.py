@@ -304,7 +304,7 @@ class Engine:
         self.comm, self.master = comm, master
         ranks = range(comm.size) if workers is None else workers   # two-level: see hierarchy
         self.workers = {r: _Worker(r) for r in ranks if r != master}
-        self.substats: dict[int, list] = {}   # sub-master rank -> its node's worker rows
+        self.substats: dict[int, tuple] = {}  # sub-master -> (its node's rows, its own work)
         self.pipeline = pipeline or Pipeline()
         self.task_timeout = task_timeout
         self.max_attempts = max(1, int(max_attempts))
@@ -442,7 +442,7 @@ class Engine:
         elif kind == "pong":
             self.pipeline.observe_rtt(time.perf_counter() - msg[1])
         elif kind == "substats":
-            self.substats[src] = msg[1]
+            self.substats[src] = (msg[1], msg[2])
 
     def _on_done(self, msg, src) -> None:
         cid, rid, ids, values, errors, stats, status = msg
@@ -761,8 +761,10 @@ class Engine:
                         "msgs_to": traffic["sent_msgs"][r],
                         "msgs_from": traffic["recv_msgs"][r]})
             if r in self.substats:   # a sub-master: its node's workers follow it
-                out[-1]["role"] = "submaster"
-                for row in self.substats[r]:
+                rows, own = self.substats[r]
+                out[-1].update(role="submaster", computed_tasks=own["tasks"],
+                               computed_busy_s=own["busy_s"])
+                for row in rows:
                     out.append(dict(row, alive=row["alive"] and w.alive))
         return out
 

@@ -11,7 +11,8 @@ Roles, found collectively when the farm is built (:func:`layout`):
   the master's policy sizes by the node's aggregate speed and the pipelining rule sizes by
   the link to the top -- and a master to its node: each chunk becomes a round of its own
   engine (the same scheduler, policies, failure handling), self-scheduled over the node's
-  workers, whose results go back in batches (partial replies every ``PARTIAL_EVERY``);
+  workers and itself (it runs ~2 ms pieces between scheduling turns, so no core of the node
+  idles), whose results go back in batches (partial replies every ``PARTIAL_EVERY``);
 * a **node worker** serves its sub-master over the node's communicator, as any worker.
 
 Failures: a node worker that dies is handled inside its node (its tasks run again on the
@@ -21,7 +22,8 @@ once); its node's workers see their master gone and leave. The master's statisti
 every worker: sub-masters forward their node's per-worker figures (``("substats", rows)``).
 
 Wire (beyond :mod:`pyfw.farm._protocol`): sub-master -> master, tag CTRL:
-``("substats", [row, ...])`` with rows as in ``Engine.worker_summary`` plus ``via``; an
+``("substats", [row, ...], own)`` with rows as in ``Engine.worker_summary`` plus ``via``,
+and ``own`` the tasks and busy seconds the sub-master computed itself; an
 ``error_info`` may carry a 6th element, the rank of the worker that raised.
 """
 from __future__ import annotations
@@ -36,7 +38,7 @@ from mpi4py import MPI
 from ..comm import Backoff, Comm
 from ..errors import ConfigurationError, FarmBroken, TaskError
 from . import _protocol as P
-from .engine import Engine
+from .engine import Engine, make_task_error
 from .policies import make_policy
 from .worker import _Worker, error_info
 
@@ -48,6 +50,9 @@ HIERARCHIES = ("flat", "node", "auto")
 #: spends ~15-30 us of CPU per message (measured, benchmarks/farm_scale_model.py), so with
 #: 1 ms tasks and adaptive chunks it saturates somewhere past a few hundred workers
 AUTO_MIN_WORKERS = 256
+
+#: a sub-master computes too, in chunks of about this long between its scheduling turns
+LOCAL_CHUNK_S = 2e-3
 
 #: testing: group ranks into "nodes" of this many consecutive ranks instead of by shared
 #: memory (one machine then shows the two-level layout)
@@ -159,6 +164,8 @@ class SubMaster(_Worker):
                              tail_duplication=tail_duplication)
         self.forwards: dict[int, _Forward] = {}
         self._stats_at = 0.0
+        self.local_k = 1          # tasks per chunk run here (grown to ~LOCAL_CHUNK_S)
+        self.local_tasks, self.local_busy = 0, 0.0
 
     # ------------------------------------------------------------------ chunks in
     def _accept(self) -> bool:
@@ -239,7 +246,8 @@ class SubMaster(_Worker):
         for row in rows:
             row["rank"] = self.world_of[row["rank"]]
             row["via"] = self.comm.rank
-        self.comm.isend(("substats", rows), self.master, P.CTRL)
+        own = {"tasks": self.local_tasks, "busy_s": round(self.local_busy, 6)}
+        self.comm.isend(("substats", rows, own), self.master, P.CTRL)
 
     def _node_lost(self) -> None:
         """The node's engine cannot go on: a worker's setup failed (tell the master, which
@@ -257,6 +265,38 @@ class SubMaster(_Worker):
             return
         os.kill(os.getpid(), signal.SIGKILL)
 
+    def _work_locally(self) -> bool:
+        """Run one small chunk of a forwarded round here: a sub-master that only scheduled
+        would leave one core of its node idle (a third of a 3-rank node). Chunks last about
+        ``LOCAL_CHUNK_S`` so the master's and the node's messages wait no longer."""
+        for f in self.forwards.values():
+            rnd = f.rnd
+            if rnd.cancelled or not rnd.has_pending():
+                continue
+            ids, items = rnd.take(self.local_k)
+            if not len(ids):
+                continue
+            fn, star = rnd.fn, rnd.star
+            ctx = self.ctx
+            values, errs = [], {}
+            t0 = time.perf_counter()
+            for pos, item in enumerate(items):
+                try:
+                    values.append(item.run(ctx) if fn is None else
+                                  fn(*item) if star else fn(item))
+                except Exception as exc:
+                    values.append(None)
+                    errs[pos] = make_task_error(ids[pos], 0, error_info(
+                        exc, self.comm.rank, self.comm.size, self.comm.host))
+            dt = time.perf_counter() - t0
+            self.local_tasks += len(ids)
+            self.local_busy += dt
+            per = dt / len(ids)
+            self.local_k = max(1, min(4096, int(LOCAL_CHUNK_S / per) if per > 0 else 4096))
+            rnd.deliver(ids, values, errs or None, 0)
+            return True
+        return False
+
     # ------------------------------------------------------------------ loop
     def loop(self) -> None:
         backoff = Backoff()
@@ -269,6 +309,9 @@ class SubMaster(_Worker):
             if self.forwards:
                 try:
                     engine.step()   # dispatch to the node (sleeps its own backoff if idle)
+                    # then a piece here: while the node's workers are busy with theirs
+                    moved = self._work_locally() or moved
+                    engine.step()   # take in what came back meanwhile
                 except FarmBroken:
                     self._node_lost()
                     continue
@@ -285,11 +328,18 @@ class SubMaster(_Worker):
         self._substats(time.perf_counter())
 
 
-def serve_submaster(top: Comm, master: int, node: Comm, world_of: list[int], setup_error,
-                    **engine_kwargs) -> str | None:
-    """Serve the master as a node's sub-master until it says stop (see :class:`SubMaster`)."""
+def serve_submaster(top: Comm, master: int, node: Comm, world_of: list[int], setup=None,
+                    setup_args=(), **engine_kwargs) -> str | None:
+    """Serve the master as a node's sub-master until it says stop (see :class:`SubMaster`);
+    it runs the workers' ``setup`` too, since it computes between scheduling turns."""
     from ..errors import PeerFailure
     sub = SubMaster(top, master, node, world_of, **engine_kwargs)
+    setup_error = None
+    if setup is not None:
+        try:
+            setup(sub.ctx, *setup_args)
+        except Exception as exc:
+            setup_error = error_info(exc, top.rank, top.size, top.host)
     top.isend(("hello", top.host, os.getpid(), setup_error), master, P.CTRL)
     try:
         sub.loop()

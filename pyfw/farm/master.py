@@ -160,8 +160,8 @@ class Farm:
                     return None
                 return reason
             world_of = self._node_ranks()
-            return serve_submaster(self.comm, self.master, node, world_of, None,
-                                   **self._engine_options)
+            return serve_submaster(self.comm, self.master, node, world_of, self._setup,
+                                   self._setup_args, **self._engine_options)
         finally:
             node.free()
 
@@ -281,7 +281,8 @@ class Farm:
         elapsed = time.perf_counter() - eng.started
         out = {"elapsed_s": round(elapsed, 6), "ranks": self.size,
                "workers": workers, "tasks": eng.completed,
-               "executions": sum(w["tasks"] for w in workers if w.get("role") != "submaster"),
+               "executions": sum(w["computed_tasks"] if w.get("role") == "submaster"
+                                 else w["tasks"] for w in workers),
                "hierarchy": self.hierarchy,
                "duplicates": eng.duplicates,
                "quarantined": [str(q) for q in eng.quarantined],
