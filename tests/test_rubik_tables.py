@@ -339,3 +339,34 @@ def test_huge_lookup_is_invariant_under_the_16_symmetries_and_bounds_phase1():
         # the sorted-slice goal is a subgroup of the phase-1 goal: never closer
         for a in range(3):
             assert h.axis_h(c, a) >= p1.axis_h(c, a) or p1.axis_h(c, a) > naive.TRUNCATED_DEPTH
+
+
+def test_first_run_picks_a_heuristic_that_fits_the_memory(tmp_path, monkeypatch):
+    from apps.rubik.solver import choose_heuristic
+    said = []
+    monkeypatch.setenv("PYFW_RUBIK_MEM_AVAILABLE", str(2e9))        # a small laptop
+    assert choose_heuristic(None, str(tmp_path), said.append) == "phase1"
+    assert "2.0 GB are available" in said[-1] and "--heuristic huge" in said[-1]
+    assert choose_heuristic("huge", str(tmp_path), said.append) == "huge"   # overrides
+    monkeypatch.setenv("PYFW_RUBIK_MEM_AVAILABLE", str(16e9))
+    assert choose_heuristic(None, str(tmp_path), said.append) == "huge"
+    assert "first run" in said[-1] and "1.67 GB" in said[-1] and "5 GB" in said[-1]
+    (tmp_path / "huge_phase1.bin").write_bytes(b"")                  # already built
+    monkeypatch.setenv("PYFW_RUBIK_MEM_AVAILABLE", str(1e9))
+    n = len(said)
+    assert choose_heuristic(None, str(tmp_path), said.append) == "huge" and len(said) == n
+
+
+def test_table_progress_prints_lines_when_stderr_is_not_a_terminal():
+    import io
+
+    from apps.rubik.cache import Progress
+    out = io.StringIO()
+    bar = Progress("table", 100, stream=out)
+    bar.next_line = 0.0                  # due now
+    bar.update(40, "depth 3")
+    bar.update(41)                       # not due again for EVERY seconds
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "40.0%" in lines[0] and "\r" not in out.getvalue()
+    assert "100.0%" in lines[1] and "done" in lines[1]

@@ -118,6 +118,13 @@ def main(argv=None, out=None):
         return 2
     from pyfw.comm import world
     comm = world()
+    cube = None
+    if not args.build_tables:
+        try:
+            cube = check_cube(_cube(args))
+        except InvalidCubeError as e:
+            print(f"error: invalid cube: {e}", file=sys.stderr)
+            return 2
     choice = choose_heuristic(args.heuristic, args.cache_dir,
                               _log if comm.rank == 0 else None)
     # every rank loads the same tables, whatever memory its own node has free
@@ -129,11 +136,6 @@ def main(argv=None, out=None):
             print(f"table {name}: {status}", file=out)
         print(f"heuristic {args.heuristic} ready in {time.perf_counter() - t0:.1f} s", file=out)
         return 0
-    try:
-        cube = check_cube(_cube(args))
-    except InvalidCubeError as e:
-        print(f"error: invalid cube: {e}", file=sys.stderr)
-        return 2
     split = args.split if args.split == "adaptive" else int(args.split)
 
     beat = _Heartbeat()
