@@ -331,10 +331,10 @@ def part_hier(repeats):
             table[kind]["node_over_flat"] = n / f
         workers_cores = {2: 3, 3: 5}[nodes]
         out["layouts"][f"{nodes}x2"] = table
-        out["layouts"][f"{nodes}x2"]["note"] = (f"{workers_cores} workers flat, "
-                                                f"{workers_cores - (nodes - 1)} node mode "
-                                                f"(each sub-master schedules, it does not "
-                                                f"compute), on 2 shared cores")
+        out["layouts"][f"{nodes}x2"]["note"] = (f"{workers_cores} workers flat; node mode: "
+                                                f"{nodes - 1} of them are sub-masters that "
+                                                f"compute between scheduling turns; "
+                                                f"{2 * nodes} ranks on 2 shared cores")
     return out
 
 

@@ -77,3 +77,19 @@ def test_bad_input_clear_error_on_every_rank(tmp_path, bad, message):
     assert r.returncode != 0
     for rank in (0, 1):
         assert f"knee: error (rank {rank}): " in r.stderr and message in r.stderr, r.stderr
+
+
+def test_unstable_dt_refused_before_the_steady_state_and_finished_restart_says_so(
+        tmp_path, capsys):
+    loud = [a for a in SMALL if a != "--quiet"]
+    assert main(loud + ["--dt", "500", "--no-plots", "--out", str(tmp_path / "a")]) == 2
+    got = capsys.readouterr()
+    assert "above the stability limit" in got.err
+    assert "steady state" not in got.out            # refused before the steady-state solve
+    out = str(tmp_path / "b")
+    assert main(SMALL[:-1] + ["1e-5", "--no-plots", "--steps", "4", "--out", out]) == 0
+    capsys.readouterr()
+    assert main(loud + [
+        "--no-plots", "--steps", "4", "--restart", os.path.join(out, "ckpt.h5"),
+        "--out", str(tmp_path / "c")]) == 0
+    assert "already at step 4" in capsys.readouterr().out

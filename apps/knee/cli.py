@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -135,7 +136,14 @@ def _run(args, comm) -> int:
     if args.restart:
         run = KneeRun.restart(comm, args.restart, **kw)
         log(f"restarted from {args.restart} at step {run.solver.step_count} "
-            f"on {comm.size} rank(s)")
+            f"({run.solver.time / 60:.1f} min) on {comm.size} rank(s)")
+        s = run.solver
+        end = args.steps if args.steps is not None else math.ceil(
+            args.minutes * 60.0 / s.dt - 1e-9)
+        if s.step_count >= end:
+            log(f"the checkpoint is already at step {s.step_count} ({s.time / 60:.1f} min), "
+                f"the end asked for ({'step ' + str(args.steps) if args.steps is not None else f'{args.minutes:g} min'}): "
+                f"nothing to run; give a later --minutes (or --steps) to continue")
     else:
         p = Params(shape=tuple(args.shape), dx_mm=args.dx, device=args.device,
                    sides=tuple(s for s in args.sides.split(",") if s),
@@ -183,7 +191,7 @@ def _run(args, comm) -> int:
         for k, v in summ["t0"].items():
             drops = "  ".join(f"{m} min: {d[k]:5.2f}" for m, d in summ["drop"].items())
             log(f"  {k:24s} {v:6.2f} C   {drops}")
-        log("clinical anchors (ice on the knee, intra-articular; research notes heat.md 1.2):"
+        log("clinical anchors (ice on the knee, intra-articular probes):"
             "\n  suprapatellar pouch, healthy knees, ice bag: median drop 3.3 / 12.8 / 15.2 C "
             "at 30 / 60 / 90 min (Warren 2004)\n  medial gutter and suprapatellar pouch "
             "after arthroscopy, 1 h of ice: 2.7-5 C (Martin 2002)\n  uncooled knee: 34.8 +- 1 C "

@@ -87,6 +87,10 @@ class Params:
         return json.dumps(d, sort_keys=True)
 
 
+#: seconds of wall time between progress lines of a run
+PROGRESS_EVERY = 10.0
+
+
 class KneeRun:
     """One simulation over ``comm`` (mpi4py or pyfw Comm). Collective in every method."""
 
@@ -126,8 +130,17 @@ class KneeRun:
         T[1:-1][own == pack] = p.pack_temp
         T[1:-1][own == ID["cuff"]] = p.cuff_temp
 
+    def check_dt(self) -> None:
+        """Refuse an unstable ``dt`` now, on the cooling phase's tissues, rather than after
+        the steady-state solve (seconds to minutes)."""
+        if self.p.dt is None:
+            return
+        self.dom.set_from_global("tid", self._planes, np.uint8)
+        HeatSolver(self.dom, self.tab, dt=self.p.dt, overlap=self.overlap)  # UnstableTimeStep
+
     def steady_state(self) -> None:
         """Build the uncooled knee and relax it to its steady state."""
+        self.check_dt()
         t0 = time.perf_counter()
         self._fill("steady")
         s = HeatSolver(self.dom, self.tab, dt=None, overlap=self.overlap)
@@ -201,9 +214,19 @@ class KneeRun:
         h, sn, ck = per(history_every), per(snapshot_every * 60), per(checkpoint_every * 60)
         t0 = time.perf_counter()
         start = s.step_count
+        report = t0 + PROGRESS_EVERY
+        # a line every PROGRESS_EVERY s of wall time (a batch log must show the job is alive);
+        # advances are cut at the next history step at least, so a line is never late by much
+        chunk = max(1, min(per(30.0), end - start))
         while s.step_count < end:
-            nxt = [end] + [(s.step_count // q + 1) * q for q in (h, sn, ck) if q]
+            nxt = [end, s.step_count + chunk] + [(s.step_count // q + 1) * q
+                                                 for q in (h, sn, ck) if q]
             s.advance(min(nxt) - s.step_count)
+            now = time.perf_counter()
+            if now >= report:
+                report = now + PROGRESS_EVERY
+                self.log(f"  ... {s.time / 60:.1f} of {end * s.dt / 60:.1f} min simulated "
+                         f"(step {s.step_count} of {end}), {now - t0:.0f} s")
             n = s.step_count
             if h and n % h == 0:
                 self._record()

@@ -20,7 +20,8 @@ circumference of ~39 cm) of skin (2 mm), subcutaneous fat (8 mm) and muscle, hol
   choice, not a measured geometry;
 * the suprapatellar pouch: a 2 mm synovial recess in front of the femur, from the joint
   line to 55 mm above it, under the quadriceps (muscle) -- where Warren et al. 2004 and
-  Martin et al. 2002 placed their intra-articular probes (research notes heat.md 1.2).
+  Martin et al. 2002 placed their intra-articular probes (Warren et al., Am J Sports Med
+  32 (2004) 441, pubmed 14977671; Martin et al., Clin Orthop 400 (2002) 184, pubmed 12072761).
 
 Anatomical sizes scale down with the grid when it is too small for a 62 mm leg (tests use
 small grids). Cooling devices sit outside the skin on chosen ``sides`` (anterior, posterior,

@@ -5,6 +5,8 @@ import os
 
 import numpy as np
 
+from .tissues import ID
+
 
 def plot_all(out: str, run, T: np.ndarray, tid: np.ndarray) -> list[str]:
     """Temperature-vs-time curves and cross-section maps; returns the file names."""
@@ -18,11 +20,13 @@ def plot_all(out: str, run, T: np.ndarray, tid: np.ndarray) -> list[str]:
     h = run.history
     t = np.array(h["t"]) / 60.0
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for k in run.points:
-        ax.plot(t, h[k], label=k.replace("_", " "))
+    styles = ["-", "--", "-.", ":"]
+    for n, k in enumerate(run.points):   # deep points overlap on short runs: vary the dash
+        ax.plot(t, h[k], styles[n % len(styles)], lw=1.6, label=k.replace("_", " "))
     ax.set_xlabel("time since the device was applied (min)")
     ax.set_ylabel("temperature (°C)")
-    ax.set_title(f"knee cooling: {run.p.device} on {', '.join(run.p.sides)}")
+    device = f"{run.p.pack} pack" if run.p.device == "gel" else run.p.device
+    ax.set_title(f"knee cooling: {device} on {', '.join(run.p.sides)}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     f = os.path.join(out, "history.png")
@@ -32,14 +36,17 @@ def plot_all(out: str, run, T: np.ndarray, tid: np.ndarray) -> list[str]:
     files.append(f)
 
     zj, yj, xj = run.points["joint_centre"]
-    Tm = np.ma.masked_where(np.isin(tid, [0, 1]), T)
+    # the body only: with the pack (0 C) and air on the scale, the anatomy is one colour
+    outside = [ID[n] for n in ("air", "insulator", "bandage", "gel", "cuff", "ice")]
+    Tm = np.ma.masked_where(np.isin(tid, outside), T)
+    lo, hi = np.percentile(Tm.compressed(), [1, 99]) if Tm.count() else (None, None)
     fig, axs = plt.subplots(1, 3, figsize=(15, 4.8))
     d = run.p.dx_mm
     views = [(Tm[zj], "axial plane through the joint (x, y)", "x (mm)", "y (mm)"),
              (Tm[:, :, xj], "sagittal plane (y, z)", "y (mm)", "z (mm)"),
              (Tm[:, yj, :], "coronal plane (x, z)", "x (mm)", "z (mm)")]
     for ax, (img, title, xl, yl) in zip(axs, views):
-        im = ax.imshow(img, origin="lower", cmap="coolwarm",
+        im = ax.imshow(img, origin="lower", cmap="coolwarm", vmin=lo, vmax=hi,
                        extent=(0, img.shape[1] * d, 0, img.shape[0] * d))
         ax.set_title(title, fontsize=10)
         ax.set_xlabel(xl)

@@ -17,18 +17,16 @@ Sources (values are defaults, overridable from the CLI with ``--set tissue.prop=
   not literature values. ``gel`` never freezes (no latent heat): a non-freezing glycol gel.
 * ``ice`` (frozen water-based pack, ``--pack ice``): water/ice properties, latent heat
   L = 334 kJ/kg, c = 4180 J/(kg K) liquid and 2050 J/(kg K) frozen, melting over
-  -1..0 C (a narrow range standing for the gel's solutes); research notes
-  (shared/research/heat.md, section 1.4 and 1.5: "a frozen pack needs latent heat
-  (enthalpy method, L = 334 kJ/kg)"). Its conductivity is held at the liquid value
+  -1..0 C (a narrow range standing for the gel's solutes); the enthalpy method for the
+  melting pack (L = 334 kJ/kg, the latent heat of water). Its conductivity is held at the liquid value
   0.6 W/(m K) (ice: 2.2): the tissue table has one k per material, so the frozen part of
   the pack conducts too slowly (conservative: the pack delivers its cold more slowly).
   The phase change is an enthalpy formulation (see ``kernel._melt``).
 
 Temperature-dependent perfusion and metabolism (cold-induced vasoconstriction): both are
 scaled by ``q10 ** ((T - tref) / 10)`` for T < tref (factor 1 above tref; hyperthermic
-vasodilation is outside this model's scope). Sources: the research notes (heat.md 1.5:
-"reduce omega_b in skin and fat below ~30 C, e.g. omega(T) = omega0 Q10^((T-37)/10)",
-following Khoshnevis et al. 2015, PMC4395553: skin perfusion falls strongly under
+vasodilation is outside this model's scope). Sources: omega(T) = omega0 Q10^((T-37)/10) in
+skin and fat below ~30 C following Khoshnevis et al. 2015 (PMC4395553: skin perfusion falls strongly under
 cryotherapy and stays low) and Fiala, Lomas & Stohrer, J. Appl. Physiol. 87 (1999)
 1957-1972, whose passive system scales local basal metabolism with Q10 = 2 and the basal
 perfusion in proportion to it (quoted from memory, not re-checked). Defaults: Q10 = 2 for
