@@ -33,29 +33,13 @@ import types
 import numpy as np
 from mpi4py import MPI
 
-from .algorithms import allgather as _ag, alltoall as _a2a, bcast as _bc, gather as _ga
+from . import tuner
 from .algorithms import reduce as _rd
 from ._util import raw
+from .plan import _NATIVE, ALGORITHMS, COLLECTIVES, NBUCKETS, Bindings, _empty  # noqa: F401
 
 __all__ = ["Plan", "plan", "Bound", "bind", "use_links", "allgather", "gather", "alltoall", "bcast",
            "allreduce", "reduce", "ALGORITHMS", "COLLECTIVES", "forget_plans"]
-
-NBUCKETS = 65
-
-#: collective -> names of its algorithms ("native" first); "smp*" exist only for allgather
-ALGORITHMS = {
-    "allgather": ["native", *_ag.ALGORITHMS, "smp", "smp_bruck"],
-    "gather": ["native", *_ga.ALGORITHMS],
-    "alltoall": ["native", *_a2a.ALGORITHMS],
-    "bcast": ["native", *_bc.ALGORITHMS],
-    "allreduce": ["native", *_rd.ALLREDUCE],
-    "reduce": ["native", *_rd.REDUCE],
-}
-COLLECTIVES = tuple(ALGORITHMS)
-_NATIVE = {"allgather": "Allgather", "gather": "Gather", "alltoall": "Alltoall",
-           "bcast": "Bcast", "allreduce": "Allreduce", "reduce": "Reduce"}
-_FUNCS = {"allgather": _ag.ALGORITHMS, "gather": _ga.ALGORITHMS, "alltoall": _a2a.ALGORITHMS,
-          "bcast": _bc.ALGORITHMS, "allreduce": _rd.ALLREDUCE, "reduce": _rd.REDUCE}
 
 _PLANS: dict[int, "Plan"] = {}
 _ndarray = np.ndarray
@@ -119,12 +103,6 @@ def _spec(buf, blocks: int = 1):
     return buf
 
 
-def _empty(*args) -> None:
-    """The 0-byte collective: nothing to move, so nothing to do (MPICH returns early the
-    same way); every rank sees the same size, so every rank skips it."""
-    return None
-
-
 def _forget(comm, keyval, plan):
     """MPI attribute delete callback: the comm is being freed, or the attribute replaced."""
     h = getattr(plan, "handle", None)
@@ -136,7 +114,7 @@ def _forget(comm, keyval, plan):
 _KEYVAL = MPI.Comm.Create_keyval(delete_fn=_forget)
 
 
-class Plan:
+class Plan(Bindings):
     """Per-communicator state of the dispatch (collective to build; use :func:`plan`).
 
     ``plan.allgather[bucket]`` etc. are the chosen callables with mpi4py's signature;
@@ -145,14 +123,8 @@ class Plan:
     """
 
     def __init__(self, comm, table: dict | None = None, notice: bool = True):
-        from . import tuner  # late import: the tuner imports this module
-        c = raw(comm)
-        self.comm = c
-        self.handle = c.handle
-        self.rank, self.size = c.Get_rank(), c.Get_size()
-        self.priv = c.Dup()  # private context for the point-to-point algorithms
-        self.layout = tuner.layout(c)
-        self._smp: dict[str, object] = {}
+        super().__init__(comm)
+        c = self.comm
         if table is None and self.size > 1:  # one process: native is the only candidate
             table, why = tuner.load_table(c, self.layout)
             if why and notice and self.rank == 0 and why not in _NOTIFIED:
@@ -163,7 +135,6 @@ class Plan:
         self._decide()
 
     def _decide(self) -> None:
-        from . import tuner
         choice = tuner.decisions(self.table, self.size, links=self.links) if self.table \
             else {}
         self.choice = {}
@@ -186,45 +157,9 @@ class Plan:
         self._decide()
         return self.choice
 
-    def algorithm(self, coll: str, name: str):
-        """The callable for ``coll`` / ``name`` bound to this communicator."""
-        if name == "native":
-            return getattr(self.comm, _NATIVE[coll])
-        if name == "empty":
-            return _empty
-        if coll == "allgather" and name in ("smp", "smp_bruck"):
-            return self.smp("bruck" if name == "smp_bruck" else "direct")
-        try:
-            fn = _FUNCS[coll][name]
-        except KeyError:
-            raise ValueError(f"unknown {coll} algorithm {name!r}; "
-                             f"known: {', '.join(ALGORITHMS[coll])}") from None
-        return functools.partial(fn, self.priv)
-
-    def smp(self, leader: str = "direct"):
-        """The (lazily built, collective) :class:`pyfw.coll.smp.SmpAllgather` of this plan."""
-        obj = self._smp.get(leader)
-        if obj is None:
-            def lazy(sendbuf, recvbuf):
-                return self._smp_object(leader)(sendbuf, recvbuf)
-            return lazy
-        return obj
-
-    def _smp_object(self, leader):
-        obj = self._smp.get(leader)
-        if obj is None:
-            from .smp import SmpAllgather
-            obj = self._smp[leader] = SmpAllgather(self.priv, leader=leader)
-        return obj
-
     def free(self) -> None:
         """Free the private communicators and windows (collective)."""
-        for obj in self._smp.values():
-            obj.free()
-        self._smp.clear()
-        if self.priv != MPI.COMM_NULL:
-            self.priv.Free()
-            self.priv = MPI.COMM_NULL
+        super().free()
         if _PLANS.get(self.handle) is self:
             del _PLANS[self.handle]
         _reset_fast_paths()

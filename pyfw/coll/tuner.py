@@ -30,10 +30,8 @@ change of its message schedule's cost since tuning (:mod:`pyfw.coll.model`).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import platform
 import time
 
 import numpy as np
@@ -42,6 +40,7 @@ from mpi4py import MPI
 import mpi4py
 
 from ._util import raw
+from .plan import ALGORITHMS, COLLECTIVES, NBUCKETS, Bindings, layout  # noqa: F401 (layout: public here too)
 
 __all__ = ["SCHEMA", "cache_dir", "layout", "table_path", "load_table", "save_table",
            "decisions", "decide_entry", "hockney_fit", "predict", "measure",
@@ -51,38 +50,6 @@ SCHEMA = 2  # 2: interleaved rounds and tuning-time links
 DEFAULT_MARGIN = 0.10
 #: per-rank block sizes (bytes) measured by default: 0 and powers of 4 up to 1 MiB
 DEFAULT_SIZES = [0] + [4 ** i for i in range(11)]
-NBUCKETS = 65
-
-
-# ------------------------------------------------------------------ machine and layout
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def layout(comm) -> dict:
-    """Machine and layout description of ``comm`` (collective): host names, CPU models,
-    rank-to-node map; ``layout(c)["key"]`` identifies the decision table."""
-    c = raw(comm)
-    node = c.Split_type(MPI.COMM_TYPE_SHARED, key=c.Get_rank())
-    try:
-        leader = node.bcast(c.Get_rank(), root=0)
-    finally:
-        node.Free()
-    info = c.allgather((MPI.Get_processor_name(), _cpu_model(), os.cpu_count(), leader))
-    leaders = sorted({i[3] for i in info})
-    node_of = [leaders.index(i[3]) for i in info]
-    machine = sorted({(h, cpu, n) for h, cpu, n, _ in info})
-    desc = {"size": c.Get_size(), "nodes": len(leaders), "node_of": node_of,
-            "machine": [list(m) for m in machine]}
-    desc["key"] = hashlib.sha1(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
-    return desc
 
 
 def library() -> str:
@@ -282,7 +249,6 @@ def decisions(table: dict, size: int | None = None, links=None) -> dict[str, lis
     """Per collective, the algorithm name for each size bucket. ``links``: the current
     ``(latency, bandwidth)`` matrices (e.g. the link monitor's forecasts): each algorithm's
     times are shifted by the modelled change from the table's links at tuning time."""
-    from .dispatch import ALGORITHMS
     margin = float(table.get("margin", DEFAULT_MARGIN))
     p = size or table.get("layout", {}).get("size")
     pair = None
@@ -420,7 +386,6 @@ def _jsonable(a) -> list:
 
 def candidates(plan, coll: str) -> list[str]:
     """Algorithms worth measuring for ``coll`` on ``plan``'s communicator."""
-    from .dispatch import ALGORITHMS
     names = list(ALGORITHMS[coll])
     if coll == "allgather" and plan.layout["nodes"] == 1:
         names.remove("smp_bruck")  # identical to "smp" on one node
@@ -436,9 +401,8 @@ def tune(comm, collectives=None, sizes=None, rounds: int = 3, budget: float = 0.
     ``algorithms`` optionally restricts the candidates per collective (native is always
     measured). ``log(msg)`` is called on rank 0 with progress lines.
     """
-    from .dispatch import COLLECTIVES, Plan
     c = raw(comm)
-    plan = Plan(c, table={}, notice=False)
+    plan = Bindings(c)
     p, r = plan.size, plan.rank
     sizes = sorted(set(DEFAULT_SIZES if sizes is None else sizes))
     colls = list(collectives or COLLECTIVES)
