@@ -79,6 +79,12 @@ class Backoff:
         self.delay = min(self.tmax, max(self.tmin, 2.0 * self.delay))
 
 
+def mpi_of(comm):
+    """The mpi4py communicator inside ``comm``: a :class:`Comm`'s ``.mpi``; an mpi4py
+    communicator (or anything without ``.mpi``) is returned as it is."""
+    return getattr(comm, "mpi", comm)
+
+
 class Comm:
     """A communicator with counters and failure detection.
 
@@ -88,9 +94,7 @@ class Comm:
     """
 
     def __init__(self, mpi_comm: MPI.Intracomm | None = None):
-        self.mpi = MPI.COMM_WORLD if mpi_comm is None else mpi_comm
-        if isinstance(self.mpi, Comm):
-            self.mpi = self.mpi.mpi
+        self.mpi = MPI.COMM_WORLD if mpi_comm is None else mpi_of(mpi_comm)
         self.rank = self.mpi.Get_rank()
         self.size = self.mpi.Get_size()
         self.host = MPI.Get_processor_name()
@@ -325,10 +329,6 @@ class Comm:
                 keep.append((req, buf, d))
         self._pending = keep
 
-    @property
-    def pending_sends(self) -> int:
-        return len(self._pending)
-
     # ---------------------------------------------------------------- failures
     def _handle(self, exc: MPI.Exception) -> None:
         """Turn a ULFM process-failure error into PeerFailure; re-raise anything else."""
@@ -425,8 +425,9 @@ def waitall(reqs, timeout: float | None = None, what: str | None = None) -> None
     """Complete ``reqs`` (MPI requests and/or :class:`DeferredSend`), polling with a capped
     backoff (no busy core when ranks outnumber cores); :class:`pyfw.errors.CommTimeout`
     after ``timeout`` seconds, saying ``what`` was not complete."""
-    if not any(isinstance(r, DeferredSend) for r in reqs) and timeout is None:
-        MPI.Request.Waitall(reqs)
+    if timeout is None and not any(isinstance(r, DeferredSend) for r in reqs):
+        if reqs:  # an empty list (common in the collective algorithms) costs no MPI call
+            MPI.Request.Waitall(reqs)
         return
     deadline = None if timeout is None else time.monotonic() + timeout
     backoff = Backoff(1e-6, 2e-4)

@@ -305,6 +305,18 @@ def test_hockney_fit_recovers_line():
     assert tuner.predict((a, b), 2e6) == pytest.approx(2e-6 + 2e6 / 5e9)
 
 
+def test_unknown_fit_never_wins_a_predicted_bucket():
+    # no usable time (NaN / non-positive): the fit is unknown (NaN), its prediction inf
+    unknown = tuner.hockney_fit([1, 2, 3], [float("nan"), 0.0, -1.0])
+    assert all(np.isnan(unknown)) and tuner.predict(unknown, 1e6) == float("inf")
+    sizes = [0, 1 << 20]
+    med = {"bruck": [5.0, 500.0], "native": [1.0, 100.0], "ring": [2.0, 50.0]}
+    fits = {"bruck": list(unknown), "native": list(tuner.hockney_fit(sizes, med["native"])),
+            "ring": list(tuner.hockney_fit(sizes, med["ring"]))}
+    names = tuner.decide_entry({"sizes": sizes, "median": med, "fit": fits}, margin=0.1)
+    assert names[(1 << 30).bit_length()] == "ring"  # a NaN would win min() by coming first
+
+
 def test_decide_uses_measured_then_predicted_and_margin():
     sizes = [0, 1024, 1 << 20]
     med = {"native": [1.0, 2.0, 100.0], "ring": [2.0, 1.9, 50.0], "bruck": [0.5, 4.0, 200.0]}

@@ -38,6 +38,13 @@ def test_hockney_fit_recovers_known_model():
     assert flat.beta == 0 and math.isinf(flat.bandwidth)
 
 
+def test_hockney_fit_of_no_usable_time_is_unknown():
+    # NaN (not inf): an unmeasured link stays unknown, and the forecasts skip non-finite values
+    for sizes, t in (([], []), ([8, 64], [math.nan, -1.0])):
+        fit = hockney_fit(sizes, t)
+        assert math.isnan(fit.alpha) and math.isnan(fit.beta) and math.isnan(fit.time(100))
+
+
 def test_hockney_fit_keeps_the_large_message_slope_of_a_shaped_link():
     # measured over a 100 Mbit tc tbf link (test bed): 1 KiB passes in the token bucket's
     # burst, 1 MiB is held to the rate; the bandwidth is the rate, not the small message's

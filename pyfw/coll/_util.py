@@ -10,6 +10,9 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+# the one communicator unwrapping and waitall of pyfw, under the names the algorithms use
+from ..comm import mpi_of as raw, waitall  # noqa: F401
+
 IN_PLACE = MPI.IN_PLACE
 
 #: point-to-point tags of the pyfw algorithms (below the MPI minimum ``TAG_UB`` of 32767).
@@ -21,11 +24,6 @@ TAG_ALLTOALL = 32003
 TAG_BCAST = 32004
 TAG_REDUCE = 32005
 TAG_SMP = 32006
-
-
-def raw(comm):
-    """The mpi4py communicator inside ``comm`` (a :class:`pyfw.comm.Comm` or an Intracomm)."""
-    return getattr(comm, "mpi", comm)
 
 
 def bview(buf) -> memoryview:
@@ -80,7 +78,3 @@ def scratch(slot: int, n: int) -> memoryview:
         s = _SCRATCH[slot] = Scratch()
     return s.get(n)
 
-
-def waitall(reqs) -> None:
-    if reqs:
-        MPI.Request.Waitall(reqs)

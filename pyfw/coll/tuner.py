@@ -31,6 +31,7 @@ change of its message schedule's cost since tuning (:mod:`pyfw.coll.model`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 
@@ -39,6 +40,7 @@ from mpi4py import MPI
 
 import mpi4py
 
+from ..monitor.stats import hockney_fit  # noqa: F401 (public here too: the tables' fits)
 from ._util import raw
 from .plan import ALGORITHMS, COLLECTIVES, NBUCKETS, Bindings, layout  # noqa: F401 (layout: public here too)
 
@@ -117,29 +119,11 @@ def save_table(table: dict, directory: str | None = None) -> str:
 
 
 # ------------------------------------------------------------------ model and decisions
-def hockney_fit(sizes, times) -> tuple[float, float]:
-    """Least-squares fit of ``t = α + β·n`` in relative error (weights 1/t); α, β ≥ 0."""
-    n = np.asarray(sizes, float)
-    t = np.asarray(times, float)
-    ok = np.isfinite(t) & (t > 0)
-    n, t = n[ok], t[ok]
-    if n.size == 0:
-        return float("inf"), 0.0
-    if n.size == 1 or np.ptp(n) == 0:
-        return float(t.mean()), 0.0
-    w = 1.0 / t
-    A = np.stack([w, w * n], axis=1)
-    (alpha, beta), *_ = np.linalg.lstsq(A, w * t, rcond=None)
-    if beta < 0:
-        return float(np.median(t)), 0.0
-    if alpha < 0:
-        beta = float(np.sum(n * t * w * w) / np.sum(n * n * w * w))
-        return 0.0, max(beta, 0.0)
-    return float(alpha), float(beta)
-
-
 def predict(fit, n: float) -> float:
-    return fit[0] + fit[1] * n
+    """Predicted time at ``n`` bytes of a :func:`hockney_fit` ``(alpha, beta)``; ``inf``
+    where the fit is unknown (NaN: no usable time), so such an algorithm never wins."""
+    t = fit[0] + fit[1] * n
+    return t if t == t else math.inf
 
 
 def _round_ratios(entry: dict, alg: str, i: int, d_alg: float = 0.0,

@@ -67,9 +67,9 @@ import time
 
 import numpy as np
 
-from ..comm import waitall
+from ..comm import mpi_of, waitall
 from .forecast import LinkForecast, RankSpeedForecast
-from .probes import _mpi, _pair, round_robin
+from .probes import _pair, round_robin
 from .stats import hockney_fit, summarize
 
 __all__ = ["OnlineMonitor"]
@@ -96,7 +96,7 @@ class OnlineMonitor:
         if not 0 < margin <= 1:
             raise ValueError("margin must be in (0, 1]")
         summarize([1.0], method)
-        self.comm, self.mpi = comm, _mpi(comm)
+        self.comm, self.mpi = comm, mpi_of(comm)
         self.rank, self.size = self.mpi.Get_rank(), self.mpi.Get_size()
         self.budget, self.sizes, self.reps, self.method = budget, list(sizes), reps, method
         self.timeout, self.max_every, self.margin = timeout, max_every, margin

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
+from ..comm import mpi_of
 from ..errors import CommTimeout
 from .emulate import hold
 from .stats import Hockney, hockney_fit, summarize
@@ -94,10 +95,6 @@ def netpipe_sizes(max_bytes: int = 1 << 20, start: int = 1, perturb: int = 3) ->
             sizes.update((m - perturb, m + perturb))
         m *= 2
     return sorted(s for s in sizes if 0 < s <= max_bytes + perturb)
-
-
-def _mpi(comm):
-    return getattr(comm, "mpi", comm)
 
 
 def _shaper(comm):
@@ -171,7 +168,7 @@ def _pair(comm, peer, sizes, reps, iters, warmup, timeout, round_timeout, target
           max_iters) -> np.ndarray:
     """Measure the link to ``peer`` (both ranks call); initiator gets (k, reps) one-way
     times, the responder an all-NaN array."""
-    mpi, shaper = _mpi(comm), _shaper(comm)
+    mpi, shaper = mpi_of(comm), _shaper(comm)
     me = mpi.Get_rank()
     wait = _Waiter(me)
     initiator = me < peer
@@ -305,7 +302,7 @@ def probe_pairs(comm, sizes=STUDY_SIZES, reps: int = 8, method: str = "study", i
     exchange, which also wait for other pairs. Raises :class:`ProbeTimeout` on every rank
     that is left waiting. Arguments must be identical on every rank.
     """
-    mpi = _mpi(comm)
+    mpi = mpi_of(comm)
     p, me = mpi.Get_size(), mpi.Get_rank()
     sizes = [int(s) for s in sizes]
     if not sizes or min(sizes) < 1:
@@ -351,7 +348,7 @@ def pingpong(comm, peer: int, sizes=STUDY_SIZES, reps: int = 8, method: str = "s
     Returns ``{"sizes", "time" (summary per size, s), "raw", "alpha", "bandwidth"}`` on both
     ranks (the lower rank measures and sends its figures to the other).
     """
-    mpi = _mpi(comm)
+    mpi = mpi_of(comm)
     me = mpi.Get_rank()
     if peer == me or not 0 <= peer < mpi.Get_size():
         raise ValueError(f"rank {me}: bad peer {peer}")
@@ -374,7 +371,7 @@ def ring_test(comm, sizes=STUDY_SIZES, reps: int = 8, method: str = "study", ite
     both, all at once. Per size: ``time[rank][k]`` (s per exchange, summarized), ``max``
     over ranks, and ``bandwidth`` = 2 m / max (bytes each rank pushes out per second).
     Collective; needs >= 2 ranks."""
-    mpi, shaper = _mpi(comm), _shaper(comm)
+    mpi, shaper = mpi_of(comm), _shaper(comm)
     p, me = mpi.Get_size(), mpi.Get_rank()
     wait = _Waiter(me)
     right, left = (me + 1) % p, (me - 1) % p
@@ -407,7 +404,7 @@ def allgather_test(comm, sizes=STUDY_SIZES, reps: int = 8, method: str = "study"
                    iters: int = 1, warmup: int = 1, timeout: float = 10.0) -> dict:
     """Time ``Iallgather`` of ``m`` bytes per rank (native collective: not shaped by
     ``comm.shaper``). Per size: ``time[rank][k]`` and ``max`` over ranks (s per call)."""
-    mpi = _mpi(comm)
+    mpi = mpi_of(comm)
     p, me = mpi.Get_size(), mpi.Get_rank()
     wait = _Waiter(me)
     sizes = [int(s) for s in sizes]

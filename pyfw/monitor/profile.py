@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from ..comm import mpi_of
+
 __all__ = ["Profiler", "profile", "classify", "process_usage", "write_json", "PATTERNS"]
 
 PATTERNS = ("none", "chain", "ring", "all-to-all", "star", "other")
@@ -126,7 +128,7 @@ def profile(comm, profiler: Profiler | None = None, threshold: float = 0.05,
     ``allgather``, so the profile's own messages are not counted."""
     prof = profiler or Profiler(comm, since_process_start=True)
     snap = prof.snapshot()
-    mpi = getattr(comm, "mpi", comm)
+    mpi = mpi_of(comm)
     if root is None:
         snaps = mpi.allgather(snap)
     else:
