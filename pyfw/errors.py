@@ -3,8 +3,8 @@ from __future__ import annotations
 
 __all__ = [
     "PyfwError", "RemoteTraceback", "TaskError", "TaskSerializationError", "TaskQuarantined",
-    "TaskCancelled", "FarmBroken", "PeerFailure", "CommTimeout", "ConfigurationError",
-    "InitializerFailed",
+    "FarmBroken", "PeerFailure", "CommTimeout", "ConfigurationError", "InitializerFailed",
+    "RemoteError", "JournalError",
 ]
 
 
@@ -16,8 +16,9 @@ class ConfigurationError(PyfwError, ValueError):
     """An invalid option (unknown policy name, bad rank count, ...), raised on every rank."""
 
 
-class RemoteTraceback(Exception):
-    """The formatted traceback of an exception raised on another rank (used as ``__cause__``)."""
+class RemoteTraceback(PyfwError):
+    """The formatted traceback of an exception raised on another rank (used as ``__cause__``,
+    never raised itself)."""
 
     def __init__(self, text: str):
         super().__init__(text)
@@ -51,10 +52,6 @@ class TaskQuarantined(TaskError):
     """A task failed (raised, timed out, or killed its worker) too many times and was set aside."""
 
 
-class TaskCancelled(PyfwError):
-    """The task was cancelled before it finished (its round was cancelled)."""
-
-
 class TaskSerializationError(PyfwError, TypeError):
     """A task, or its result, cannot be pickled; raised on the master before anything is sent."""
 
@@ -78,3 +75,12 @@ class CommTimeout(PyfwError, TimeoutError):
 class InitializerFailed(PyfwError):
     """An executor's initializer raised on a worker (``pyfw.futures`` turns it into
     ``BrokenExecutor``, as mpi4py does; the message holds the worker's traceback)."""
+
+
+class RemoteError(PyfwError):
+    """A collective operation failed on another rank (:mod:`pyfw.domain`); the message names
+    the rank and the error."""
+
+
+class JournalError(PyfwError):
+    """A farm's result journal file exists but cannot be read (named in the message)."""

@@ -115,3 +115,12 @@ def test_stale_forecast_proposes_from_measured_times():
     truth = np.ones(8)
     truth[7] = 1 / 3
     assert new.tolist() == P.partition(np.ones(200), truth).tolist()
+
+
+def test_bad_balancer_options_are_configuration_errors():
+    import pytest
+    from pyfw.errors import ConfigurationError
+    for bad in ({"every": 0}, {"max_thin": 0}, {"lag": -1}, {"budget": 1.5}):
+        with pytest.raises(ConfigurationError):   # as SlabDomain's; still a ValueError
+            Balancer(None, **bad)
+    assert issubclass(ConfigurationError, ValueError)

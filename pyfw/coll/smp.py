@@ -198,12 +198,3 @@ class SmpAllgather:
         out.flags.writeable = False
         return out
 
-
-def smp_allgather(comm, sendbuf, recvbuf, leader: str = "direct") -> None:
-    """One-shot SMP-aware all-gather (creates and frees the node window: prefer the dispatch,
-    which keeps an :class:`SmpAllgather` per communicator)."""
-    s = SmpAllgather(comm, leader=leader)
-    try:
-        s(sendbuf, recvbuf)
-    finally:
-        s.free()

@@ -6,7 +6,7 @@ import traceback
 from mpi4py import MPI
 
 from ..comm import Comm
-from ..errors import ConfigurationError, PyfwError
+from ..errors import ConfigurationError, RemoteError
 
 
 def as_comm(comm) -> Comm:
@@ -18,10 +18,6 @@ def as_comm(comm) -> Comm:
     if isinstance(comm, MPI.Comm):
         return Comm(comm)
     raise ConfigurationError(f"not a communicator: {comm!r}")
-
-
-class RemoteError(PyfwError):
-    """An operation failed on another rank; the message names the rank and the error."""
 
 
 def agree(comm: Comm, exc: BaseException | None, what: str = "operation") -> None:

@@ -49,6 +49,7 @@ import time
 
 import numpy as np
 
+from ..errors import ConfigurationError
 from . import partition as _part
 
 __all__ = ["Balancer"]
@@ -74,13 +75,13 @@ class Balancer:
                  guess_bandwidth: float = 1e9, guess_latency: float = 2e-3, monitor=None,
                  lag: int = 2, budget: float = 0.01, stale: float = 0.25, max_thin: int = 16):
         if every < 1:
-            raise ValueError("every must be >= 1")
+            raise ConfigurationError("every must be >= 1")
         if max_thin < 1:
-            raise ValueError("max_thin must be >= 1")
+            raise ConfigurationError("max_thin must be >= 1")
         if lag < 0:
-            raise ValueError("lag must be >= 0")
+            raise ConfigurationError("lag must be >= 0")
         if not 0 < budget < 1:
-            raise ValueError("budget must be a fraction in (0, 1)")
+            raise ConfigurationError("budget must be a fraction in (0, 1)")
         self.lag = min(int(lag), every - 1)
         self.stale = float(stale)
         self._dirty = False        # a move happened inside the window being recorded

@@ -23,13 +23,9 @@ import time
 import h5py
 import numpy as np
 
-from ..errors import PyfwError
+from ..errors import JournalError
 
-__all__ = ["Journal", "JournalError"]
-
-
-class JournalError(PyfwError):
-    """The journal file exists but cannot be read (named in the message)."""
+__all__ = ["Journal", "JournalError"]  # JournalError lives in pyfw.errors; importable here too
 
 
 def _read_file(path: str, into: dict) -> None:
