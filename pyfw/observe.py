@@ -19,14 +19,13 @@ import sys
 import time
 
 from .errors import ConfigurationError
+from .snapshots import DEFAULT_PORT, ENV_TOKEN
 
 __all__ = ["ENV_DASHBOARD", "ENV_REPORT", "ENV_TOKEN", "DEFAULT_PORT", "parse_address",
            "check", "attach", "Ticker"]
 
 ENV_DASHBOARD = "PYFW_DASHBOARD"
 ENV_REPORT = "PYFW_REPORT"
-ENV_TOKEN = "PYFW_DASHBOARD_TOKEN"
-DEFAULT_PORT = 8787
 
 
 def parse_address(text) -> tuple[str, int]:

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = ["WorkerView", "RoundView", "LinkView", "FarmSnapshot", "DomainSnapshot",
-           "Channel", "as_dict"]
+           "Channel", "as_dict", "DEFAULT_PORT", "ENV_TOKEN"]
+
+#: where both sides of the seam meet: the dashboard's default port and the environment
+#: variable of its access token (:mod:`pyfw.observe` and :mod:`pyfw.dashboard` read them)
+DEFAULT_PORT = 8787
+ENV_TOKEN = "PYFW_DASHBOARD_TOKEN"
 
 
 @dataclass(frozen=True)

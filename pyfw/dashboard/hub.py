@@ -9,8 +9,7 @@ import sys
 import threading
 import time
 
-from .. import observe
-from ..snapshots import as_dict
+from ..snapshots import DEFAULT_PORT, ENV_TOKEN, as_dict
 from .history import History
 from .model import Rate, clean, derived, domain_point, farm_point
 
@@ -78,7 +77,7 @@ class Dashboard:
     _shared: dict = {}
     _shared_lock = threading.Lock()
 
-    def __init__(self, port: int = observe.DEFAULT_PORT, host: str = "127.0.0.1", *,
+    def __init__(self, port: int = DEFAULT_PORT, host: str = "127.0.0.1", *,
                  token: str | None = None, report: str | None = None, serve: bool = True,
                  history: int = 2000, stream=None):
         self.lock = threading.Lock()
@@ -105,7 +104,7 @@ class Dashboard:
                     hub = cls(serve=False, report=report)
                 else:
                     hub = cls(address[1], address[0], report=report,
-                              token=os.environ.get(observe.ENV_TOKEN) or None)
+                              token=os.environ.get(ENV_TOKEN) or None)
                 cls._shared[address] = hub
             elif report and not hub.report:
                 hub.report = report
