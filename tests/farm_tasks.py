@@ -124,5 +124,5 @@ def bad_init():
 
 
 def cpu_seconds(_):
-    """(rank, CPU time this worker process has used so far)."""
-    return MPI.COMM_WORLD.Get_rank(), time.process_time()
+    """(rank, (CPU time this worker process has used so far, its monotonic clock))."""
+    return MPI.COMM_WORLD.Get_rank(), (time.process_time(), time.monotonic())

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from mpi_util import agree
 from pyfw import coll
 from pyfw.coll import model, tuner
 from pyfw.comm import Comm
@@ -239,8 +240,7 @@ def test_emulated_link_latency_changes_the_choice():
         plan.use_links(None)
         if plan.choice["allgather"][k] != tuner.decisions(plan.table)["allgather"][k]:
             failures.append("use_links(None) did not restore the tuned choice")
-        everything = [f for fs in w.allgather(failures) for f in fs]
-        assert not everything, "\n".join(everything)
+        agree(not failures, "; ".join(failures), w)
     finally:
         coll.plan(c).free()
         c.Free()

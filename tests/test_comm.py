@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from mpi_util import agree
 from pyfw.comm import Backoff, Comm
 from pyfw.errors import CommTimeout
 
@@ -93,13 +94,14 @@ def test_delivery_shaper_delays_arrival_not_the_sender():
         for i in range(3):
             c.isend(i, 1, 7)
         c.flush(timeout=30)
-        verdict = time.perf_counter() - t0 < hold          # did not wait for even one
+        # a sender that waited pays >= 3 holds; under 2 leaves a whole hold for a busy box
+        verdict = time.perf_counter() - t0 < 2 * hold
     elif c.rank == 1:
         t0 = time.perf_counter()
         got = [c.recv(0, 7, timeout=30)[0] for _ in range(3)]
         waited = time.perf_counter() - t0
         verdict = got == [0, 1, 2] and waited > 0.95 * hold  # held, order kept
-    assert all(c.mpi.allgather(verdict))
+    agree(verdict, "timing or data off")
     c.mpi.Barrier()
 
 
@@ -121,7 +123,7 @@ def test_delivery_shaper_holds_buffer_sends_without_blocking_the_sender():
         tested = time.perf_counter() - t0
         waitall(reqs, timeout=30)
         # not complete before the hold had passed (whenever a loaded box let us look)
-        verdict = (all(isinstance(r, DeferredSend) for r in reqs) and posted < hold
+        verdict = (all(isinstance(r, DeferredSend) for r in reqs) and posted < 2 * hold
                    and (not early or tested >= 0.95 * hold)
                    and time.perf_counter() - t0 >= 0.95 * hold)
     elif c.rank == 1:
@@ -130,7 +132,7 @@ def test_delivery_shaper_holds_buffer_sends_without_blocking_the_sender():
         waitall([c.Irecv(b, 0, 5) for b in bufs], timeout=30)
         waited = time.perf_counter() - t0
         verdict = ([b[0] for b in bufs] == [0.0, 1.0, 2.0] and waited > 0.95 * hold)
-    assert all(c.mpi.allgather(verdict))
+    agree(verdict, "timing or data off")
     c.mpi.Barrier()
     c.free()
 

@@ -268,11 +268,13 @@ def test_straggler_is_overtaken_by_a_copy():
 
 @pytest.mark.mpi(min_size=3)
 def test_tail_duplication_copies_the_last_chunk_and_can_be_turned_off():
+    # who computed each result tells who won, not a wall-clock race: with duplication rank
+    # 1's task (20 s there, cancelled once a copy wins) must come back from a fast worker
     def body(farm):
         out = {}
-        for dup in (True, False):
+        for dup, slow in ((True, 20.0), (False, 1.5)):
             before = farm.stats()["duplicates"]
-            rnd = farm.round([ft.StraggleOnRank(i, 1, 1.5) for i in range(4)], chunksize=1,
+            rnd = farm.round([ft.StraggleOnRank(i, 1, slow) for i in range(4)], chunksize=1,
                              tail_duplication=dup)
             t0 = time.perf_counter()
             res = sorted(d.result for d in rnd)
@@ -282,10 +284,11 @@ def test_tail_duplication_copies_the_last_chunk_and_can_be_turned_off():
     out = run_master(COMM, body, policy="ss")
     for dup in (True, False):
         assert [i for i, _ in out[dup][0]] == [0, 1, 2, 3]
-    assert out[True][2] >= 1 and out[True][1] < 1.4      # a copy beat the slow worker
+    assert out[True][2] >= 1, out[True]                  # a copy was made ...
+    assert all(rank != 1 for _, rank in out[True][0]), out[True]  # ... and beat the slow one
     assert out[False][2] == 0                            # nobody helped ...
     if any(rank == 1 for _, rank in out[False][0]):      # ... so the slow one finished it
-        assert out[False][1] >= 1.4
+        assert out[False][1] >= 1.4                      # (a lower bound: load only adds)
 
 
 class Counting:
@@ -322,11 +325,13 @@ def test_endless_stream_is_read_lazily_and_abandoning_it_cancels(mode):
 
 @pytest.mark.mpi(min_size=2)
 def test_idle_workers_and_master_do_not_burn_a_core():
+    # CPU as a fraction of the wall time each process measured itself over the same span
+    # (a loaded box stretches the span; a polling loop that burns a core stays near 1)
     def cpu_by_rank(farm):
         got = {}
         for rank, cpu in farm.map(ft.cpu_seconds, range(50 * farm.num_workers),
                                   chunksize=1):
-            got[rank] = max(cpu, got.get(rank, 0.0))
+            got[rank] = max(cpu, got.get(rank, (0.0, 0.0)))
         return got
 
     def body(farm):
@@ -335,10 +340,11 @@ def test_idle_workers_and_master_do_not_burn_a_core():
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < 1.0:   # nothing to do: the master waits in its loop
             farm.engine.step()
-        master_cpu = time.process_time() - master0
+        master = (time.process_time() - master0) / (time.perf_counter() - t0)
         after = cpu_by_rank(farm)
-        return master_cpu, {r: after[r] - before[r] for r in before if r in after}
+        return master, {r: (after[r][0] - before[r][0]) / (after[r][1] - before[r][1])
+                        for r in before if r in after}
 
-    master_cpu, worker_cpu = run_master(COMM, body)
-    assert master_cpu < 0.3, f"idle master used {master_cpu:.2f} s of CPU in 1 s"
-    assert worker_cpu and max(worker_cpu.values()) < 0.4, worker_cpu
+    master_share, worker_share = run_master(COMM, body)
+    assert master_share < 0.3, f"idle master used {master_share:.0%} of a core"
+    assert worker_share and max(worker_share.values()) < 0.4, worker_share

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from mpi_util import agree
 from pyfw.monitor import (ForecasterBank, LinkForecast, LinkShaper, RankSpeedForecast,
                           Slowdown, classify, hockney_fit, netpipe_sizes, round_robin,
                           spin_work, summarize)
@@ -210,14 +211,6 @@ def _world():
     return Comm(MPI.COMM_WORLD.Dup())
 
 
-def _all_ok(comm, ok, msg=""):
-    """Gather each rank's verdict so every rank fails together with the reasons."""
-    from mpi4py import MPI
-    verdicts = MPI.COMM_WORLD.allgather((bool(ok), msg))
-    bad = [(r, m) for r, (o, m) in enumerate(verdicts) if not o]
-    assert not bad, bad
-
-
 @pytest.mark.mpi(min_size=2)
 def test_probes_recover_injected_latency_and_bandwidth():
     """Tolerance: latency within 25 % + 0.5 ms, bandwidth within 30 %. Noise on a shared,
@@ -245,7 +238,7 @@ def test_probes_recover_injected_latency_and_bandwidth():
     assert np.allclose(m.alpha, m.alpha.T, equal_nan=True)
     comm.shaper = None
     comm.free()
-    _all_ok(comm, not msgs, "; ".join(msgs))
+    agree(not msgs, "; ".join(msgs))
 
 
 @pytest.mark.mpi(min_size=2)
@@ -281,7 +274,7 @@ def test_probe_deadline_slow_rank_gives_clear_error_not_hang():
                                                                 " (rank 0 never gave up)")
     MPI.COMM_WORLD.Barrier()
     note.Free()
-    _all_ok(comm, ok, msg)
+    agree(ok, msg)
 
 
 @pytest.mark.mpi(min_size=2)
@@ -296,7 +289,7 @@ def test_pingpong_ring_and_allgather_tests_run():
         pp = pingpong(comm, 1 - comm.rank, sizes=[80, 65536], reps=4)
         ok = ok and 0 < pp["time"][0] < 0.05 and pp["bandwidth"] > 1e7
     comm.free()
-    _all_ok(comm, ok and p == len(r["time"]), f"ring {r['max']} allgather {a['max']}")
+    agree(ok and p == len(r["time"]), f"ring {r['max']} allgather {a['max']}")
 
 
 @pytest.mark.mpi(min_size=2)
@@ -335,7 +328,7 @@ def test_profile_classifies_real_traffic():
     ok = got == want and 0 <= r0["cpu_util"] < 2 and r0["peak_rss_bytes"] > 10 * 2**20
     ok = ok and results["star"]["bytes"][0][p - 1] == 3 * 4096
     comm.free()
-    _all_ok(comm, ok, f"got {got} want {want}, rank info {r0}")
+    agree(ok, f"got {got} want {want}, rank info {r0}")
 
 
 @pytest.mark.mpi(min_size=2)
@@ -375,7 +368,7 @@ def test_online_monitor_tracks_slow_link_and_rank_within_budget():
         msgs.append(f"every={mon.every} probes={mon.probes} probed={probed}")
     comm.shaper = None
     comm.free()
-    _all_ok(comm, not msgs, "; ".join(msgs))
+    agree(not msgs, "; ".join(msgs))
 
 
 # ============================================================================ launch

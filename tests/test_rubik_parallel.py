@@ -2,15 +2,12 @@
 import pytest
 from mpi4py import MPI
 
+from mpi_util import agree
 from apps.rubik import Cube, Heuristic, Solver
 from apps.rubik.parallel import prefixes_at, solve_parallel
 from pyfw.farm import Farm
 
 DEPTH = 5          # truncated Korf tables, built in memory on every rank (fast)
-
-
-def _verdict(ok):
-    return MPI.COMM_WORLD.allreduce(bool(ok), op=MPI.LAND)
 
 
 def test_prefixes_at_depth_two_are_the_243_subtrees():
@@ -53,4 +50,4 @@ def test_parallel_equals_serial_in_solve_prove_and_all_modes():
                 assert pa.iterations[-1].generated == sa.iterations[-1].generated
             except AssertionError as e:
                 ok, msg = False, str(e) or repr(e)
-    assert _verdict(ok), msg
+    agree(ok, msg)
