@@ -46,6 +46,21 @@ def test_bad_hierarchy_is_refused_and_serial_farm_stays_flat():
         assert farm.hierarchy == "flat" and list(farm.map(abs, [-1, -2])) == [1, 2]
 
 
+def test_sub_master_reply_lists_ids_ascending():
+    # the node's pieces finish in any order; the master's in-order delivery reads a reply
+    # whose first and last ids fit as one consecutive block as that block, in order
+    from pyfw.farm.hierarchy import SubMaster, _Forward
+    sent = []
+    sub = SubMaster.__new__(SubMaster)
+    sub.reply = lambda cid, rid, ids, values, errors, stats, status: sent.append((ids, values))
+    f = _Forward(7, 1, range(100, 112), 0.0, None)
+    for piece in ([0, 1, 2], [6, 7, 8], [3, 4, 5], [9, 10, 11]):   # first and last in place
+        f.pending += [(pos, pos * pos, None) for pos in piece]
+    sub._send(f, "ok", 1.0)
+    (ids, values), = sent
+    assert ids == list(range(100, 112)) and values == [p * p for p in range(12)]
+
+
 def _job(tmp_path, mode, n=5, node_size=2, ft=False, extra_env=None, args=()):
     out = tmp_path / f"{mode}.json"
     env = dict(os.environ, PYFW_FARM_NODE_SIZE=str(node_size), PYFW_FINALIZE_GRACE="2",

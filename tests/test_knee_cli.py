@@ -93,3 +93,18 @@ def test_unstable_dt_refused_before_the_steady_state_and_finished_restart_says_s
         "--no-plots", "--steps", "4", "--restart", os.path.join(out, "ckpt.h5"),
         "--out", str(tmp_path / "c")]) == 0
     assert "already at step 4" in capsys.readouterr().out
+
+
+def test_default_scenario_reports_the_sensitivity_band():
+    from apps.knee.cli import SENSITIVITY, sensitivity_band
+    from apps.knee.model import Params
+    with open(SENSITIVITY) as fh:
+        study = json.load(fh)
+    summ = {"drop": {30: {study["point"]: 2.0}, 60: {study["point"]: 4.0},
+                     90: {study["point"]: 5.0}}}
+    got = sensitivity_band(Params(shape=(100, 80, 80), dx_mm=2.0), summ)
+    for m, (d, lo, hi) in got["drops"].items():
+        assert lo <= d <= hi
+        base = study["base"][m]
+        assert abs(lo / d - study["band"][m][0] / base) < 1e-12   # the study's fractions
+    assert sensitivity_band(Params(thickness_mm=8.0), summ) is None   # another scenario

@@ -85,6 +85,5 @@ def test_bad_input_fails_on_every_rank():
     with pytest.raises(ConfigurationError, match="unknown side"):
         KneeRun(W, Params(**PARAMS, sides=("front",)))
     run = KneeRun(W, Params(**PARAMS, dt=5.0), log=lambda *a: None)
-    run.steady_state()
     with pytest.raises(ConfigurationError, match="above the stability limit"):
-        run.start_cooling()
+        run.steady_state()   # refused before the steady-state solve, not after it

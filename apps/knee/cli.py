@@ -117,6 +117,35 @@ def main(argv=None, comm=None) -> int:
         return 2
 
 
+SENSITIVITY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sensitivity.json")
+
+
+def sensitivity_band(p, summ) -> dict | None:
+    """The drop of the default scenario with the band of ``benchmarks/knee_sensitivity.py``
+    (its low/high ends as fractions of its own drop, applied to this run's), or None for
+    another scenario or without the study's file."""
+    from .model import Params
+    if not os.path.exists(SENSITIVITY):
+        return None
+    ref = Params()
+    same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack",
+            "pack_temp", "t_arterial", "ambient", "h_air", "overrides")
+    if any(getattr(p, k) != getattr(ref, k) for k in same):
+        return None
+    with open(SENSITIVITY) as fh:
+        study = json.load(fh)
+    point, drops = study["point"], {}
+    for m, (lo, hi) in study["band"].items():
+        got = summ["drop"].get(int(m), summ["drop"].get(m))
+        base = study["base"][m]
+        if got is None or base <= 0:
+            continue
+        d = got[point]
+        drops[m] = (d, d * lo / base, d * hi / base)
+    return {"point": point, "drops": drops, "study_grid": study["grid"],
+            "method": "one parameter at a time over its range, quadrature sum"}
+
+
 def _run(args, comm) -> int:
     import numpy as np
 
@@ -173,6 +202,9 @@ def _run(args, comm) -> int:
     run.save(ckpt)
     run.dom.close()
     summ = run.summary()
+    band = sensitivity_band(run.p, summ)
+    if band is not None:
+        summ["uncertainty"] = band
     nvox = int(np.prod(run.geo.shape))
     perf = {"steps": run.steps_done, "wall_s": run.wall,
             "mlups": run.steps_done * nvox / max(run.wall, 1e-12) / 1e6,
@@ -191,6 +223,11 @@ def _run(args, comm) -> int:
         for k, v in summ["t0"].items():
             drops = "  ".join(f"{m} min: {d[k]:5.2f}" for m, d in summ["drop"].items())
             log(f"  {k:24s} {v:6.2f} C   {drops}")
+        if band is not None:
+            log(f"{band['point'].replace('_', ' ')} drop with the band of the sensitivity "
+                f"study ({band['method']}):")
+            for m, (d, lo, hi) in band["drops"].items():
+                log(f"  {m:>4} min: {d:5.2f} C  ({lo:.2f} .. {hi:.2f} C)")
         log("clinical anchors (ice on the knee, intra-articular probes):"
             "\n  suprapatellar pouch, healthy knees, ice bag: median drop 3.3 / 12.8 / 15.2 C "
             "at 30 / 60 / 90 min (Warren 2004)\n  medial gutter and suprapatellar pouch "

@@ -19,7 +19,8 @@ master -> worker, tag CTRL:
                                         MPI_Finalize, see pyfw.comm.bound_finalize)
 worker -> master, tag DONE:
     (cid, rid, ids, values, errors, stats, status)
-        ids/values: the tasks completed, in order; errors: [(position, error_info), ...]
+        ids/values: the tasks completed, ids ascending (the master's in-order delivery
+        relies on it); errors: [(position, error_info), ...]
         stats: (ntasks, sum_t, sum_t2, busy_s, idle_s, t_got, t_done) (worker clock)
         status: "ok", "aborted" (cancelled part-way), "dropped" (never started) or
         "partial" (results so far of a long chunk, sent every PARTIAL_EVERY seconds so

@@ -40,7 +40,7 @@ from ..errors import ConfigurationError, FarmBroken, TaskError
 from . import _protocol as P
 from .engine import Engine, make_task_error
 from .policies import make_policy
-from .worker import _Worker, error_info
+from .worker import _Worker, error_info, serve
 
 __all__ = ["HIERARCHIES", "layout", "Layout", "SubMaster", "AUTO_MIN_WORKERS"]
 
@@ -205,6 +205,10 @@ class SubMaster(_Worker):
 
     def _send(self, f: _Forward, status: str, now: float) -> None:
         batch, f.pending = f.pending, []
+        # the wire's ids go up within a reply, as a worker's do (the master's in-order
+        # delivery takes a block whose first and last ids fit as consecutive): results
+        # of the node's workers arrive in any order
+        batch.sort(key=lambda rec: rec[0])
         ids = [f.ids[pos] for pos, _, _ in batch]
         values = [v for _, v, _ in batch]
         errors = [(k, info) for k, (_, _, info) in enumerate(batch) if info is not None]
@@ -297,6 +301,12 @@ class SubMaster(_Worker):
             return True
         return False
 
+    def close(self) -> None:
+        try:
+            self.engine.shutdown(self.stop_reason)   # the node's workers leave too
+        except Exception:
+            pass
+
     # ------------------------------------------------------------------ loop
     def loop(self) -> None:
         backoff = Backoff()
@@ -332,23 +342,5 @@ def serve_submaster(top: Comm, master: int, node: Comm, world_of: list[int], set
                     setup_args=(), **engine_kwargs) -> str | None:
     """Serve the master as a node's sub-master until it says stop (see :class:`SubMaster`);
     it runs the workers' ``setup`` too, since it computes between scheduling turns."""
-    from ..errors import PeerFailure
     sub = SubMaster(top, master, node, world_of, **engine_kwargs)
-    setup_error = None
-    if setup is not None:
-        try:
-            setup(sub.ctx, *setup_args)
-        except Exception as exc:
-            setup_error = error_info(exc, top.rank, top.size, top.host)
-    top.isend(("hello", top.host, os.getpid(), setup_error), master, P.CTRL)
-    try:
-        sub.loop()
-    except PeerFailure:
-        return "the master rank failed"
-    finally:
-        try:
-            sub.engine.shutdown(sub.stop_reason)
-        except Exception:
-            pass
-        top.flush(timeout=10.0, raise_on_timeout=False)
-    return sub.stop_reason
+    return serve(top, master, setup, setup_args, worker=sub)

@@ -48,6 +48,9 @@ class _Worker:
         self.batch, self.batch_round = 1, None  # tasks per timed sub-batch (adaptive)
         self.ctx = Context(comm.rank, comm.size, comm.host, check=self._current_cancelled)
 
+    def close(self) -> None:
+        """Leaving the serve loop (a sub-master releases its node here)."""
+
     # -------------------------------------------------------------- messages
     def drain(self) -> None:
         """Handle every message already waiting from the master."""
@@ -223,9 +226,11 @@ class _Worker:
                 self.idle += clock() - t0
 
 
-def serve(comm: Comm, master: int = 0, setup=None, setup_args=()) -> str | None:
-    """Serve the master until it says stop. Returns the master's error text, if any."""
-    w = _Worker(comm, master)
+def serve(comm: Comm, master: int = 0, setup=None, setup_args=(),
+          worker: "_Worker | None" = None) -> str | None:
+    """Serve the master until it says stop. Returns the master's error text, if any.
+    ``worker``: a :class:`_Worker` (sub)class instance to serve with (a sub-master)."""
+    w = worker if worker is not None else _Worker(comm, master)
     setup_error = None
     if setup is not None:
         try:
@@ -238,6 +243,7 @@ def serve(comm: Comm, master: int = 0, setup=None, setup_args=()) -> str | None:
     except PeerFailure:
         return "the master rank failed"
     finally:
+        w.close()
         comm.flush(timeout=10.0, raise_on_timeout=False)
         sys.stdout.flush()
     return w.stop_reason

@@ -1,0 +1,172 @@
+"""Why the knee model's cooling plateaus: one parameter at a time over its range, effect
+on the 30/60/90-min drops, ranked.
+
+    python benchmarks/knee_sensitivity.py [--dx 2 --shape 100 80 80] [--point suprapatellar_pouch]
+
+The default scenario (healthy knee, crushed ice on three sides, 90 min) on a coarse grid
+(2 mm: ~10 s per run here; the grid study of issue 16 says how far that is from 1 mm), each
+parameter set to the low and the high end of its range with everything else at the
+default. The ranges, and where they come from (``source``; "not re-checked" marks figures
+quoted from memory in our notes that must be checked before they are relied on):
+
+Writes ``benchmarks/results/knee_sensitivity.json`` and a tornado plot ``.png``, and
+``apps/knee/sensitivity.json``: the default run's drops with the band the study implies
+(the one-at-a-time deltas summed in quadrature, each side separately), which the default
+run prints beside its single number.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, ROOT)
+
+MARKS = ("30", "60", "90")
+
+
+def _tissue(name):
+    from apps.knee.tissues import DEFAULT_TISSUES
+    return next(t for t in DEFAULT_TISSUES if t.name == name)
+
+
+def parameters():
+    """name -> (low args, high args, range text, source)."""
+    m, f, s = _tissue("muscle"), _tissue("fat"), _tissue("skin")
+    perf = lambda t, x: ["--set", f"{t.name}.perfusion={t.perfusion * x:.6g}"]  # noqa: E731
+    return {
+        "muscle perfusion": (perf(m, 0.5), perf(m, 2.0), "x0.5 .. x2 of IT'IS 37 mL/min/kg",
+                             "IT'IS database: perfusion rates vary widely (its own "
+                             "documentation); resting muscle ~2-5 mL/min/100 g (not "
+                             "re-checked)"),
+        "skin and fat perfusion": (perf(s, 0.25) + perf(f, 0.25), perf(s, 2.0) + perf(f, 2.0),
+                                   "x0.25 .. x2 of IT'IS",
+                                   "Khoshnevis et al. 2015 (PMC4395553): skin perfusion "
+                                   "falls strongly under cryotherapy devices"),
+        "cold response Q10 (skin, fat, muscle)": (
+            [a for t in (s, f, m) for a in ("--set", f"{t.name}.q10=1")],
+            [a for t in (s, f, m) for a in ("--set", f"{t.name}.q10=4")],
+            "Q10 1 (none) .. 4 (default 2)",
+            "Fiala, Lomas & Stohrer 1999 (J Appl Physiol 87:1957) use Q10 = 2 for basal "
+            "metabolism and perfusion; cold vasoconstriction is stronger than that "
+            "(issue 16; not re-checked)"),
+        "arterial blood temperature": (["--t-arterial", "32"], ["--t-arterial", "37"],
+                                       "32 .. 37 C (default 34.5)",
+                                       "limb arterial blood cools below core on the way "
+                                       "(37 C = core; not re-checked)"),
+        "pack thickness (cold reserve)": (["--thickness", "8"], ["--thickness", "25"],
+                                          "8 .. 25 mm (default 15)",
+                                          "ice bags and packs in the cited studies: a few "
+                                          "hundred g to 1 kg of ice (not re-checked)"),
+        "pack start temperature": (["--pack-temp", "-1"], ["--pack-temp", "-15"],
+                                   "-1 (crushed ice) .. -15 C (frozen pack)",
+                                   "crushed ice melts at 0 C; a freezer pack starts at "
+                                   "-15 to -20 C"),
+        "dressing under the pack (contact)": (["--bandage", "0"], ["--bandage", "2"],
+                                              "0 .. 2 mm (default 0)",
+                                              "Martin et al. 2002 / Breslin 2015: "
+                                              "post-operative dressings of 1-2 mm"),
+        "skin-air coefficient": (["--h-air", "5"], ["--h-air", "20"], "5 .. 20 W/(m2 K)",
+                                 "natural convection + radiation (textbook range)"),
+        "muscle conductivity": (["--set", f"muscle.k={m.k * 0.8:.4g}"],
+                                ["--set", f"muscle.k={m.k * 1.2:.4g}"], "+-20 % of IT'IS",
+                                "IT'IS database spread (not re-checked)"),
+    }
+
+
+def run_once(extra, grid, minutes=90):
+    from apps.knee.cli import main
+    with tempfile.TemporaryDirectory() as out:
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = main(grid + ["--minutes", str(minutes), "--no-plots", "--quiet",
+                                "--out", out] + list(extra))
+        if code != 0:
+            raise RuntimeError(f"knee run failed with {extra}")
+        with open(os.path.join(out, "summary.json")) as fh:
+            return json.load(fh)["summary"]["drop"]
+
+
+def band(base, deltas):
+    """Low/high ends from one-at-a-time deltas summed in quadrature, each side apart."""
+    down = math.sqrt(sum(min(0.0, d) ** 2 for pair in deltas for d in pair))
+    up = math.sqrt(sum(max(0.0, d) ** 2 for pair in deltas for d in pair))
+    return base - down, base + up
+
+
+def plot(d, point):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = d["ranked"]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.5))
+    base = d["base"]["90"][point]
+    for i, r in enumerate(reversed(rows)):
+        lo, hi = r["drop90_low"] - base, r["drop90_high"] - base
+        ax.barh(i, lo, color="tab:blue", label="low end" if i == 0 else None)
+        ax.barh(i, hi, color="tab:red", alpha=0.7, label="high end" if i == 0 else None)
+    ax.set_yticks(range(len(rows)), [r["parameter"] for r in reversed(rows)], fontsize=8)
+    ax.axvline(0, c="k", lw=0.8)
+    ax.set_xlabel(f"change of the 90-min drop at {point.replace('_', ' ')} (C; base "
+                  f"{base:.2f} C)")
+    ax.legend(fontsize=8)
+    ax.set_title("knee model sensitivity (one at a time)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "knee_sensitivity.png"), dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dx", default="2")
+    ap.add_argument("--shape", nargs=3, default=["100", "80", "80"])
+    ap.add_argument("--point", default="suprapatellar_pouch")
+    a = ap.parse_args(argv)
+    grid = ["--dx", a.dx, "--shape", *a.shape]
+    t0 = time.time()
+    base = run_once([], grid)
+    rows = []
+    for name, (low, high, rng, source) in parameters().items():
+        lo, hi = run_once(low, grid), run_once(high, grid)
+        row = {"parameter": name, "range": rng, "source": source, "low_args": low,
+               "high_args": high}
+        for m in MARKS:
+            row[f"drop{m}_low"] = lo[m][a.point]
+            row[f"drop{m}_high"] = hi[m][a.point]
+        row["effect90"] = abs(row["drop90_high"] - row["drop90_low"])
+        rows.append(row)
+        print(f"{name:40s} 90-min drop {row['drop90_low']:5.2f} .. {row['drop90_high']:5.2f} "
+              f"(base {base['90'][a.point]:.2f})", flush=True)
+    rows.sort(key=lambda r: -r["effect90"])
+    bands = {}
+    for m in MARKS:
+        b = base[m][a.point]
+        deltas = [(r[f"drop{m}_low"] - b, r[f"drop{m}_high"] - b) for r in rows]
+        bands[m] = band(b, deltas)
+    d = {"grid": grid, "point": a.point, "base": base, "ranked": rows, "band": bands,
+         "seconds": time.time() - t0,
+         "method": "one at a time; band = base -/+ quadrature sum of the negative/positive "
+                   "deltas"}
+    with open(os.path.join(RESULTS, "knee_sensitivity.json"), "w") as fh:
+        json.dump(d, fh, indent=1)
+    with open(os.path.join(ROOT, "apps", "knee", "sensitivity.json"), "w") as fh:
+        json.dump({"point": a.point, "grid": grid, "scenario": "default (ice, 3 sides)",
+                   "base": {m: base[m][a.point] for m in MARKS}, "band": bands,
+                   "made_by": "benchmarks/knee_sensitivity.py"}, fh, indent=1)
+    plot(d, a.point)
+    for m in MARKS:
+        print(f"{m} min: drop {base[m][a.point]:.2f} C, band {bands[m][0]:.2f} .. "
+              f"{bands[m][1]:.2f} C")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
