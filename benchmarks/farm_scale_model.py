@@ -91,7 +91,7 @@ def run(ranks, kind, tasks, chunk=0, hierarchy="flat", node_size=None, bed=None)
         env["PYFW_FARM_NODE_SIZE"] = str(node_size)
     extra = None
     if bed is not None:   # across test-bed nodes: every message crosses TCP
-        from pyfw.testbed.cli import launch_options
+        from pyfw.testbed.agent import launch_options
         extra = launch_options(bed)
     try:
         res = launch(ranks, [sys.executable, os.path.abspath(__file__), "--child", out, kind,

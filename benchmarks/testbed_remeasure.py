@@ -185,7 +185,7 @@ class Bed:
 
 def launch(info, argv, n=None, mpi4py_futures=False, timeout=300):
     from pyfw.launch import run
-    from pyfw.testbed.cli import launch_options
+    from pyfw.testbed.agent import launch_options
     from pyfw.testbed.netns import job_env
     env = job_env(info, dict(os.environ, PYTHONPATH=ROOT + os.pathsep + HERE))
     n = n or sum(node["slots"] for node in info["nodes"])

@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         extra += ["--hostfile", os.path.abspath(args.hostfile)]
     if args.testbed:
         from .testbed import TestBed
-        from .testbed.cli import launch_options
+        from .testbed.agent import launch_options
         from .testbed.netns import job_env
         info = TestBed(args.testbed).status()
         if info is None:

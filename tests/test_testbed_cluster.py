@@ -14,7 +14,7 @@ import pytest
 
 from pyfw import launch
 from pyfw.testbed import TestBed
-from pyfw.testbed.cli import launch_options
+from pyfw.testbed.agent import launch_options
 from pyfw.testbed.netns import job_env, refuse_reason
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -177,7 +177,6 @@ class KneeRun:
     @classmethod
     def restart(cls, comm, path: str, **kw) -> "KneeRun":
         """Continue from a checkpoint on any number of ranks (same physics required)."""
-        from ._util import params_from_key
         from pyfw.domain._util import as_comm
         pc = as_comm(comm)
         meta = dio.read_checkpoint(pc, path)
@@ -262,6 +261,9 @@ class KneeRun:
                 for i, t in enumerate(self.tissues) if st["count"][i] > 0}
 
 
-def ensure_dir(path: str) -> None:
-    if path:
-        os.makedirs(path, exist_ok=True)
+def params_from_key(key: str) -> Params:
+    """Rebuild :class:`Params` from its JSON key (stored in checkpoints)."""
+    d = json.loads(key)
+    d["shape"], d["sides"] = tuple(d["shape"]), tuple(d["sides"])
+    return Params(**d)
+

@@ -308,11 +308,6 @@ def e6_coord(c, edges):
     return int(_e6_rank(pos)), flips
 
 
-def _solved():
-    from .cube import SOLVED
-    return SOLVED
-
-
 CP_SOLVED = 0
 TWIST_SOLVED = 0
 FLIP_SOLVED = 0

@@ -27,46 +27,10 @@ import subprocess
 import sys
 import tempfile
 
-from .netns import STATE_DIR, TestBed, job_env, node_index, refuse_reason
+from .agent import agent_path, launch_options
+from .netns import TestBed, job_env, node_index, refuse_reason
 
 __all__ = ["launch_options", "mpiexec_args", "agent_path", "main"]
-
-AGENT = """#!/bin/sh
-# ssh stand-in for prterun: drop ssh's options, run the command in the node's namespaces
-# (its own network and hostname) and, if the node is slowed, in its CPU cgroup
-while [ "${1#-}" != "$1" ]; do case "$1" in -o|-p|-l|-i|-F) shift 2;; *) shift;; esac; done
-node="$1"; shift
-for cg in /sys/fs/cgroup/cpu/$node /sys/fs/cgroup/$node; do
-  [ -f "$cg/cgroup.procs" ] && echo $$ > "$cg/cgroup.procs" && break
-done
-exec ip netns exec "$node" unshare --uts sh -c "hostname $node; $*"
-"""
-
-
-def agent_path(prefix: str) -> str:
-    """Write the launch agent of test bed ``prefix``; returns its path."""
-    path = os.path.join(STATE_DIR, prefix + "-agent.sh")
-    os.makedirs(STATE_DIR, exist_ok=True)
-    with open(path, "w") as f:
-        f.write(AGENT)
-    os.chmod(path, stat.S_IRWXU)
-    return path
-
-
-def launch_options(info: dict, hosts: bool = True) -> list[str]:
-    """``mpiexec`` options that run a job across the test bed's nodes (no binary, no -n)."""
-    sub = info["subnet"]
-    opts = []
-    if hosts:
-        opts += ["--host", ",".join(f"{n['name']}:{n['slots']}" for n in info["nodes"])]
-    return opts + [
-        "--bind-to", "none",
-        "--prtemca", "plm", "ssh", "--prtemca", "ras", "^slurm",
-        "--prtemca", "plm_ssh_agent", agent_path(info["prefix"]),
-        "--prtemca", "oob_tcp_if_include", sub,
-        "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", sub,
-        "--mca", "pml", "ob1", "--mca", "osc", "^ucx"]
-
 
 def mpiexec_args(tb: TestBed, info: dict) -> list[str]:
     """The whole ``mpiexec`` prefix for a job on every slot of the test bed."""
