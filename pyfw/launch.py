@@ -228,7 +228,8 @@ def _parse_address(text: str):
     return parse_address(text)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``pyfw-run`` command line (also read by the CLI reference)."""
     parser = argparse.ArgumentParser(
         prog="pyfw-run", description=__doc__.split("\n\n")[0],
         usage="pyfw-run [-n N] [--ft] [--timeout S] [--hostfile F | --testbed P] -- "
@@ -253,6 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", metavar="HTML", default=None,
                         help="write a static HTML report of the run to this file at the end")
     parser.add_argument("command", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:

@@ -20,8 +20,8 @@ def _sizes(text: str) -> list[int]:
     return [int(s) for s in text.split(",") if s.strip()]
 
 
-def main(argv: list[str] | None = None) -> int:
-    from . import tuner
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m pyfw.coll.tune`` command line."""
     from .dispatch import COLLECTIVES
     ap = argparse.ArgumentParser(prog="python -m pyfw.coll.tune", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -39,6 +39,13 @@ def main(argv: list[str] | None = None) -> int:
                          "~/.cache/pyfw/coll)")
     ap.add_argument("--dry-run", action="store_true",
                     help="print the decisions, write nothing")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    from . import tuner
+    from .dispatch import COLLECTIVES
+    ap = build_parser()
     args = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     colls = [c for c in args.collectives.split(",") if c]

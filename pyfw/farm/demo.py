@@ -29,13 +29,22 @@ class PiBatch(Task):
         return int(np.count_nonzero((xy * xy).sum(axis=1) <= 1.0)), self.points
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--policy", default="adaptive")
-    parser.add_argument("--seed", type=int, default=1)
+def build_parser() -> argparse.ArgumentParser:
+    """The demo's command line."""
+    parser = argparse.ArgumentParser(prog="python -m pyfw.farm.demo",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=2000,
+                        help="batches of random points to farm out (default: %(default)s)")
+    parser.add_argument("--policy", default="adaptive",
+                        help="scheduling policy (pyfw.farm.POLICIES; default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
     parser.add_argument("--json", help="write the per-worker summary here")
     parser.add_argument("--journal", help="HDF5 result journal: a rerun skips finished tasks")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     sizes = (10 ** rng.uniform(3, 5, args.tasks)).astype(int)   # 1e3 .. 1e5 points

@@ -121,7 +121,8 @@ def _common(p, timeout: float, what: str) -> None:
                    help=f"longest wait for {what} (default: %(default)s)")
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m pyfw.monitor`` command line."""
     ap = argparse.ArgumentParser(prog="python -m pyfw.monitor",
                                  description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -162,6 +163,11 @@ def main(argv=None) -> int:
     r = sub.add_parser("report", help="view a saved probe/transports/profile JSON")
     r.add_argument("file", help="a JSON written by probe, transports or a profile")
     r.add_argument("--png", metavar="PREFIX", help="write PNGs with this path prefix")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     return {"probe": _probe, "transports": _transports, "report": _report}[args.cmd](args)
 

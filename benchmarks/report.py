@@ -1,0 +1,345 @@
+"""Write benchmarks/README.md: every result table generated from benchmarks/results/*.json.
+
+    python benchmarks/report.py          # rewrite benchmarks/README.md
+    python benchmarks/report.py --check  # exit 1 if README.md is not what the JSON says
+
+Each section names the script and command that produced its JSON, the machine it ran on
+(as recorded in the JSON, where the script records it), a table of the headline figures
+(medians of repeated runs with min-max where the JSON keeps them) and the plots. No number
+in benchmarks/README.md is typed by hand: rerun a benchmark, then this script.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+OUT = os.path.join(HERE, "README.md")
+DEFAULT_MACHINE = "the project's shared 2-core VM (the JSON does not record more)"
+
+
+def _load(name):
+    path = os.path.join(RESULTS, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def _g(x, digits=3):
+    """A number for a table: 3 significant digits, thousands apart."""
+    if x is None:
+        return "–"
+    if isinstance(x, str):
+        return x
+    if abs(x) >= 1e9:
+        return f"{x / 1e9:.{digits}g} G"
+    if abs(x) >= 1e6:
+        return f"{x / 1e6:.{digits}g} M"
+    if abs(x) >= 1e4:
+        return f"{x / 1e3:.{digits}g} k"
+    if x != 0 and abs(x) < 1e-3:
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"
+
+
+def _mm(stat, scale=1.0):
+    """'median [min-max]' of a {median, min, max} dict."""
+    if not isinstance(stat, dict) or "median" not in stat:
+        return _g(stat)
+    return (f"{_g(stat['median'] * scale)} [{_g(stat['min'] * scale)}–"
+            f"{_g(stat['max'] * scale)}]")
+
+
+def _table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def _machine(d):
+    for key in ("machine", "meta", "host"):
+        if isinstance(d, dict) and key in d:
+            m = d[key]
+            if isinstance(m, dict):
+                return ", ".join(f"{k} {v}" for k, v in m.items()
+                                 if k in ("host", "cores", "cpus", "date", "note", "load"))
+            return str(m)
+    parts = [f"{k} {d[k]}" for k in ("host", "cpus", "date") if isinstance(d, dict) and k in d]
+    return ", ".join(parts) or DEFAULT_MACHINE
+
+
+# --------------------------------------------------------------------- sections
+def farm_throughput(d):
+    rows = []
+    for ranks, runs in d["runs"].items():
+        for label, st in runs.items():
+            rows.append([ranks, label.replace("|", ": "), _mm(st)])
+    ratios = [[k, _g(v.get("farm_vs_mpi4py_default")), _g(v.get("farm_vs_mpi4py_best")),
+               _g(v.get("executor_vs_mpi4py_best")), v.get("mpi4py_best", "")]
+              for k, v in d["ratios"].items() if "farm_vs_mpi4py_default" in v]
+    return (_table(["ranks", "arm", "tasks/s median [min–max]"], rows) + "\n\n"
+            + _table(["case", "Farm / mpi4py default", "Farm / mpi4py best",
+                      "Executor / mpi4py best", "mpi4py best"], ratios))
+
+
+def farm_imbalance(d):
+    rows = [[k, _mm(d["makespan"][k]), _g(v)] for k, v in
+            sorted(d["ratio_to_ideal"].items(), key=lambda kv: kv[1])]
+    return (f"{d['tasks']} tasks, {d['workers']} workers, one {d['slowdown']:g}x slower; "
+            f"ideal {_g(d['ideal_s'])} s.\n\n"
+            + _table(["policy", "makespan s median [min–max]", "/ ideal"], rows))
+
+
+def farm_slow_link(d):
+    rows = [[a["label"], _mm(a["makespan"]), _g(a.get("ratio_to_ideal"))] for a in d["arms"]]
+    return _table(["arm", "makespan s median [min–max]", "/ ideal"], rows)
+
+
+def futures_peers(d):
+    txt = os.path.join(RESULTS, "futures_peers.txt")
+    body = open(txt).read().rstrip() if os.path.exists(txt) else ""
+    return "```text\n" + body + "\n```"
+
+
+def farm_scale_model(d):
+    rows = [[p["workers"], _g(p["flat_tasks_per_s"]), _g(p["two_level_tasks_per_s"]),
+             _g(p["ratio"])] for p in d["predictions"]]
+    checks = [[c["ranks"], c["tasks"], c["hierarchy"], _g(c["measured_tasks_per_s"]),
+               _g(c["predicted_tasks_per_s"]), _g(c["measured_over_predicted"])]
+              for c in d["checks"]]
+    return (f"Crossover at {d['crossover_workers']} workers; two-level / flat at 1,024 "
+            f"workers: {_g(d['ratio_at_1024'])}.\n\n"
+            + _table(["workers", "flat tasks/s", "two-level tasks/s", "ratio"], rows)
+            + "\n\nChecked against runs on this machine:\n\n"
+            + _table(["ranks", "tasks", "mode", "measured", "predicted", "measured / predicted"],
+                     checks))
+
+
+def coll_osu(d):
+    rows = [[k, _g(v["worst_ratio"]), v.get("at_size"),
+             "–".join(_g(x) for x in v.get("worst_spread", [])), _g(v.get("best_ratio"))]
+            for k, v in d["report"]["tuned_vs_native"].items()]
+    return ("Paired time ratio to native MPI per size (lower is faster; full report: "
+            "[coll_osu_report.txt](results/coll_osu_report.txt)).\n\n"
+            + _table(["collective, ranks, variant", "worst ratio", "at bytes", "its spread",
+                      "best ratio"], rows))
+
+
+def monitor_overhead(d):
+    rows = []
+    for ranks, jobs in d["results"].items():
+        for job, r in jobs.items():
+            if not isinstance(r, dict) or "on" not in r:
+                continue
+            med = lambda xs: sorted(xs)[len(xs) // 2]   # noqa: E731
+            self_share = r.get("self")
+            rows.append([ranks, job, _g(med(r["off"])), _g(med(r["on"])),
+                         _g(100 * max(self_share)) + " %" if self_share else "–"])
+    return _table(["ranks", "job", "off s (median)", "on s (median)",
+                   "time in monitor calls, max"], rows)
+
+
+def monitor_pingpong(d):
+    rows = []
+    for transport, r in d["results"].items():
+        impls = [k for k in r if k != "env" and "/" not in k]
+        sizes = sorted({s for k in impls for s in r[k]}, key=int)
+        for s in sizes:
+            rows.append([transport, s] + [_g(r[k][s]["median_s"] * 1e6) if s in r[k] else "–"
+                                          for k in impls])
+    return (f"One-way time, {d.get('statistic', 'median')}.\n\n"
+            + _table(["transport", "bytes"] + [f"{k} µs" for k in impls], rows[:40]))
+
+
+def dashboard_overhead(d):
+    rows = [[k, _g(v.get("off_median_s")), _g(v.get("on_median_s")),
+             _g(100 * v.get("overhead_ab", float("nan"))) + " %"]
+            for k, v in d["summary"].items() if isinstance(v, dict)]
+    return _table(["workload", "off s", "on s (browser polling 1/s)", "overhead"], rows)
+
+
+def domain_balance(d):
+    return _table(["ranks", "slowdown", "even step s", "balanced step s", "ideal step s",
+                   "even / ideal", "balanced / ideal"],
+                  [[d["ranks"], d["slow"], _mm(d["even"]["step_s"]),
+                    _mm(d["balanced"]["step_s"]), _g(d["ideal"]["step_s"]),
+                    _g(d["even_over_ideal"]),
+                    _g(d["balanced"]["step_s"]["median"] / d["ideal"]["step_s"])]])
+
+
+def domain_balance_model(d):
+    return _table(["ranks", "even / ideal", "oracle / ideal", "balanced / ideal"],
+                  [[d["ranks"], _g(d["even_over_ideal"]), _g(d["oracle_over_ideal"]),
+                    _g(d["balanced_over_ideal"])]])
+
+
+def domain_halo_overlap(d):
+    rows = []
+    for case, c in d["cases"].items():
+        cols = [_mm(c[k]["step_s"], 1e3) for k in ("overlap", "no_overlap") if k in c]
+        rows.append([case] + cols)
+    return _table(["link", "overlap ms/step", "no overlap ms/step"], rows)
+
+
+def knee_kernel(d):
+    keys = ["copy_GBps", "roof_const_MLUPs", "const_MLUPs", "knee_MLUPs",
+            "knee_solver_step_MLUPs", "const_fraction_of_roof"]
+    return _table(["figure", "median [min–max]"], [[k, _mm(d[k])] for k in keys if k in d])
+
+
+def knee_sensitivity(d):
+    rows = [[r["parameter"], r.get("range", ""), _g(r["drop90_low"]), _g(r["drop90_high"])]
+            for r in d["ranked"]]
+    return (f"Point {d['point']}; band of the drop (C) at 30/60/90 min: "
+            + "; ".join(f"{m}: {_g(lo)}–{_g(hi)}" for m, (lo, hi) in d["band"].items())
+            + ".\n\n" + _table(["parameter", "range", "90-min drop, low end",
+                                "90-min drop, high end"], rows))
+
+
+def knee_validation(d):
+    rows = [[r["study"], r["target"], _g(r["measured"]), _g(r["model"]),
+             f"{100 * r['relative_error']:+.0f} %", "yes" if r["within"] else "no"]
+            for r in d["table"]]
+    return (f"Fitted on {', '.join(d['fit_set'])}: Q10 = {d['fitted']['q10']}. Held out: "
+            f"{d['held_out_within']} of {d['held_out_targets']} targets within their spread "
+            f"or ±30 %.\n\n" + _table(["study", "target", "measured drop C", "model drop C",
+                                       "error", "within"], rows))
+
+
+def knee_convergence(d):
+    hs = [str(r["dx"]) for r in sorted(d["runs"], key=lambda r: -r["dx"])]
+    rows = [[r["point"], r["minute"]] + [_g(r["drops"][h]) for h in hs]
+            + [_g(r["f0_p2"]), _g(r.get("observed_order")),
+               _g(100 * r["default_rel_diff_p2"]) + " %" if "default_rel_diff_p2" in r else "–"]
+            for r in d["rows"]]
+    return _table(["point", "min"] + [f"dx {h} mm" for h in hs]
+                  + ["Richardson (p=2)", "observed p", "1 mm off by"], rows)
+
+
+def rubik_bench(d):
+    proof = d.get("proof", {})
+    rows = [[h, _mm(v)] for h, v in proof.items() if isinstance(v, dict) and "median" in v]
+    out = _table(["heuristic", "T16 proof s, 1 core, median [min–max]"], rows)
+    rnd = d.get("random", {})
+    if rnd.get("cubes"):
+        out += "\n\nRandom cubes solved optimally on " + str(rnd.get("workers")) + " workers:\n\n"
+        out += _table(["seed", "length", "seconds"],
+                      [[c["seed"], c["length"], _g(c["seconds"])] for c in rnd["cubes"]])
+    return out
+
+
+def testbed(d):
+    md = os.path.join(RESULTS, "testbed.md")
+    return ("Every figure with its peer in the same run; the full generated report: "
+            "[results/testbed.md](results/testbed.md).") if os.path.exists(md) else ""
+
+
+#: (title, JSON glob, command, renderer)
+SECTIONS = [
+    ("Farm throughput vs mpi4py.futures", "farm_throughput.json",
+     "python benchmarks/farm_bench.py", farm_throughput),
+    ("Farm policies with one slow worker", "farm_imbalance.json",
+     "python benchmarks/farm_bench.py", farm_imbalance),
+    ("Farm over a slow link (pipelining)", "farm_slow_link.json",
+     "python benchmarks/farm_slow_link.py", farm_slow_link),
+    ("pyfw.futures against every peer", "futures_peers.json",
+     "pip install -e .[bench] && python benchmarks/futures_peers.py", futures_peers),
+    ("Farm scaling model: flat vs two-level", "farm_scale_model.json",
+     "python benchmarks/farm_scale_model.py", farm_scale_model),
+    ("Tuned collectives vs native MPI", "coll_osu.json",
+     "python benchmarks/coll_osu.py", coll_osu),
+    ("Link monitor: ping-pong against C and mpi4py", "monitor_pingpong.json",
+     "python benchmarks/monitor_pingpong.py", monitor_pingpong),
+    ("Link monitor overhead", "monitor_overhead.json",
+     "python benchmarks/monitor_overhead.py", monitor_overhead),
+    ("Dashboard overhead", "dashboard_overhead.json",
+     "python benchmarks/dashboard_overhead.py", dashboard_overhead),
+    ("Domain balance, one rank 3x slower", "domain_balance_n*.json",
+     "pyfw-run -n N -- python benchmarks/domain_balance.py", domain_balance),
+    ("Domain balance with modelled compute", "domain_balance_model_n*.json",
+     "pyfw-run -n N -- python benchmarks/domain_balance_model.py", domain_balance_model),
+    ("Halo exchange overlapped with compute", "domain_halo_overlap_n*.json",
+     "pyfw-run -n N -- python benchmarks/domain_halo_overlap.py", domain_halo_overlap),
+    ("Knee kernel against the bandwidth roof", "knee_kernel.json",
+     "python benchmarks/knee_kernel.py", knee_kernel),
+    ("Knee model sensitivity", "knee_sensitivity.json",
+     "python benchmarks/knee_sensitivity.py", knee_sensitivity),
+    ("Knee model against measured knees", "knee_validation.json",
+     "python benchmarks/knee_validation.py", knee_validation),
+    ("Knee model grid convergence", "knee_convergence.json",
+     "python benchmarks/knee_convergence.py", knee_convergence),
+    ("Rubik's cube solver", "rubik_bench.json",
+     "python benchmarks/rubik_bench.py", rubik_bench),
+    ("Uneven clusters on the multi-node test bed", "testbed_farm.json",
+     "python benchmarks/testbed_remeasure.py", testbed),
+]
+
+
+def _plots(pattern):
+    stems = {os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(RESULTS, pattern))}
+    pngs = sorted(p for p in glob.glob(os.path.join(RESULTS, "*.png"))
+                  if any(os.path.basename(p).startswith(s) for s in stems))
+    if pattern.startswith("testbed"):
+        pngs = sorted(glob.glob(os.path.join(RESULTS, "testbed_*.png")))
+    if pattern.startswith("coll_osu"):
+        pngs = sorted(glob.glob(os.path.join(RESULTS, "coll_osu_*.png")))
+    if pattern.startswith("rubik"):
+        pngs = sorted(glob.glob(os.path.join(RESULTS, "rubik_*.png")))
+    return [f"![{os.path.basename(p)}](results/{os.path.basename(p)})" for p in pngs]
+
+
+def _anchor(title: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces to hyphens."""
+    keep = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return keep.replace(" ", "-")
+
+
+def render() -> str:
+    out = ["# Benchmarks", "",
+           "Generated by `python benchmarks/report.py` from `benchmarks/results/*.json`; do "
+           "not edit by hand. Every script runs the peer (mpi4py.futures, native MPI, the "
+           "bandwidth roof, the ideal makespan, ...) side by side with pyfw in one run; the "
+           "machines are shared and noisy, so figures are medians of repeated runs with "
+           "min–max. Timings are never pass/fail tests.", ""]
+    out += ["| benchmark | command |", "|---|---|"]
+    out += [f"| [{t}](#{_anchor(t)}) | `{c}` |"
+            for t, pat, c, _ in SECTIONS if glob.glob(os.path.join(RESULTS, pat))]
+    out.append("")
+    for title, pattern, command, render_fn in SECTIONS:
+        files = sorted(glob.glob(os.path.join(RESULTS, pattern)))
+        if not files:
+            continue
+        out += [f"## {title}", "", f"Command: `{command}`", ""]
+        for path in files:
+            d = _load(os.path.basename(path))
+            if len(files) > 1:
+                out += [f"`{os.path.basename(path)}`:", ""]
+            out += [f"Machine: {_machine(d)}.", "", render_fn(d), ""]
+        out += _plots(pattern) + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args(argv)
+    text = render()
+    if a.check:
+        with open(OUT) as fh:
+            if fh.read() != text:
+                print(f"{OUT} is stale: run python benchmarks/report.py", file=sys.stderr)
+                return 1
+        return 0
+    with open(OUT, "w") as fh:
+        fh.write(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
