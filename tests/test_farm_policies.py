@@ -5,7 +5,7 @@ import random
 import pytest
 
 from pyfw.errors import ConfigurationError
-from pyfw.farm.engine import _Done
+from pyfw.farm.rounds import _Done
 from pyfw.farm.policies import POLICIES, Pipeline, WorkerStats, make_policy
 
 

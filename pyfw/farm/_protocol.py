@@ -28,8 +28,19 @@ worker -> master, tag DONE:
 worker -> master, tag CTRL:
     ("hello", host, pid, setup_error)   once, after the setup function ran
     ("pong", t)
-error_info = (exc_type_name, message, formatted_traceback, host, pickled_exception_or_None)
+    ("substats", rows, own)             a sub-master's node workers' stats and its own
+                                        work (pyfw.farm.hierarchy)
+error_info: :class:`ErrorInfo` (exc_type, message, traceback, host, pickled exception or
+None, and the rank that raised when it is not the sender's: a node worker behind a
+sub-master).
+
+Messages are built and read only through the functions and named tuples below: the
+runtimes never index a message by position.
 """
+import os
+import pickle
+import traceback
+from typing import Any, NamedTuple
 
 WORK = 11
 CTRL = 12
@@ -37,3 +48,107 @@ DONE = 13
 
 OK, ABORTED, DROPPED, PARTIAL = "ok", "aborted", "dropped", "partial"
 PARTIAL_EVERY = 0.05
+
+
+class ErrorInfo(NamedTuple):
+    """What a worker reports about an exception a task (or the setup) raised."""
+    exc_type: str
+    message: str
+    traceback: str
+    host: str
+    blob: bytes | None              # the pickled exception, None if it does not pickle
+    rank: int | None = None         # the rank that raised, if not the sender
+
+
+def error_info(exc: BaseException, rank: int, size: int, host: str) -> ErrorInfo:
+    """The picklable description of an exception raised on this rank."""
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = f"\n### Worker rank {rank} of {size} on {host} (pid {os.getpid()})\n{tb}"
+    try:
+        blob = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(blob)
+    except Exception:
+        blob = None
+    return ErrorInfo(type(exc).__name__, str(exc), text, host, blob)
+
+
+class Work(NamedTuple):
+    """master -> worker, tag WORK."""
+    cid: int
+    rid: int
+    ids: Any              # a range or a list of task ids
+    payload: bytes        # pickled (fn, items)
+
+
+class Stats(NamedTuple):
+    """A chunk's timing on the worker's clock."""
+    ntasks: int
+    sum_t: float
+    sum_t2: float
+    busy_s: float
+    idle_s: float
+    t_got: float
+    t_done: float
+
+
+class Done(NamedTuple):
+    """worker -> master, tag DONE."""
+    cid: int
+    rid: int
+    ids: Any
+    values: list
+    errors: list          # [(position, ErrorInfo), ...]
+    stats: Stats | None
+    status: str
+
+
+def pack_done(cid, rid, ids, values, errors, stats, status) -> tuple:
+    """A DONE message for the wire (a plain tuple: the cheapest to pickle)."""
+    return (cid, rid, ids, values, errors, stats, status)
+
+
+def pack_work(cid, rid, ids, payload) -> tuple:
+    """A WORK message for the wire."""
+    return (cid, rid, ids, payload)
+
+
+def read_done(msg) -> Done:
+    """A DONE message as named fields (the wire keeps the plain tuple)."""
+    return Done._make(msg)
+
+
+def read_work(msg) -> Work:
+    return Work._make(msg)
+
+
+def read_stats(stats) -> Stats | None:
+    return None if stats is None else Stats._make(stats)
+
+
+# ------------------------------------------------------------------ control messages
+class Ctrl(NamedTuple):
+    """A control message read from the wire: its kind and its arguments by name."""
+    kind: str
+    args: dict
+
+
+_CTRL_FIELDS = {
+    "cancel": ("rid",), "skip": ("cids",), "ping": ("t",), "pong": ("t",),
+    "stop": ("reason", "failed"), "hello": ("host", "pid", "setup_error"),
+    "substats": ("rows", "own"),
+}
+
+
+def ctrl(kind: str, *args) -> tuple:
+    """Build a control message (see the module docstring for the kinds)."""
+    if len(args) != len(_CTRL_FIELDS[kind]):
+        raise TypeError(f"control message {kind!r} takes {_CTRL_FIELDS[kind]}, got {args!r}")
+    return (kind, *args)
+
+
+def read_ctrl(msg) -> Ctrl:
+    """A control message as its kind and named arguments (missing trailing ones: None)."""
+    kind, *args = msg
+    fields = _CTRL_FIELDS.get(kind, ())
+    return Ctrl(kind, dict(zip(fields, args + [None] * (len(fields) - len(args)))))
+

@@ -24,6 +24,7 @@ class PiBatch(Task):
         self.seed, self.points = seed, points
 
     def run(self, ctx):
+        """Count random points of this batch inside the unit circle."""
         rng = np.random.default_rng(self.seed)
         xy = rng.random((self.points, 2))
         return int(np.count_nonzero((xy * xy).sum(axis=1) <= 1.0)), self.points
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run the demo farm job (rank 0 prints pi and the per-worker summary)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)

@@ -23,8 +23,8 @@ every worker: sub-masters forward their node's per-worker figures (``("substats"
 
 Wire (beyond :mod:`pyfw.farm._protocol`): sub-master -> master, tag CTRL:
 ``("substats", [row, ...], own)`` with rows as in ``Engine.worker_summary`` plus ``via``,
-and ``own`` the tasks and busy seconds the sub-master computed itself; an
-``error_info`` may carry a 6th element, the rank of the worker that raised.
+and ``own`` the tasks and busy seconds the sub-master computed itself. A task's
+:class:`~pyfw.farm._protocol.ErrorInfo` carries ``rank``, the worker that raised it.
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ from ..errors import ConfigurationError, FarmBroken, TaskError
 from . import _protocol as P
 from .engine import Engine, make_task_error
 from .policies import make_policy
-from .worker import _Worker, error_info, serve
+from ._protocol import error_info
+from .worker import _Worker, serve
 
 __all__ = ["HIERARCHIES", "layout", "Layout", "SubMaster", "AUTO_MIN_WORKERS"]
 
@@ -77,6 +78,7 @@ class Layout:
             + [ranks[0] for node, ranks in members.items() if node != home])
 
     def role(self, rank: int) -> str:
+        """The role of farm rank ``rank``: master, worker, submaster or node-worker."""
         if rank == self.master:
             return "master"
         node = self.node_of[rank]
@@ -123,7 +125,7 @@ def layout(comm: Comm, master: int, hierarchy: str):
     return mode, lay, node
 
 
-def _info_of(err: TaskError, world_rank: int) -> tuple:
+def _info_of(err: TaskError, world_rank: int) -> P.ErrorInfo:
     """A TaskError of the node's engine back into the wire's error_info (real rank kept)."""
     blob = None
     if err.exception is not None:
@@ -132,8 +134,8 @@ def _info_of(err: TaskError, world_rank: int) -> tuple:
         except Exception:
             blob = None
     cause = err.__cause__
-    return (err.exc_type, err.message, str(cause) if cause is not None else "", err.host,
-            blob, world_rank)
+    return P.ErrorInfo(err.exc_type, err.message, str(cause) if cause is not None else "",
+                       err.host, blob, world_rank)
 
 
 class _Forward:
@@ -171,7 +173,8 @@ class SubMaster(_Worker):
     def _accept(self) -> bool:
         took = False
         while self.queue:
-            (cid, rid, ids, payload), t_got = self.queue.popleft()
+            work, t_got = self.queue.popleft()
+            cid, rid, ids, payload = work.cid, work.rid, work.ids, work.payload
             took = True
             if rid in self.cancelled_rounds or cid in self.skipped:
                 self.reply(cid, rid, [], [], [], None, P.DROPPED)
@@ -251,7 +254,7 @@ class SubMaster(_Worker):
             row["rank"] = self.world_of[row["rank"]]
             row["via"] = self.comm.rank
         own = {"tasks": self.local_tasks, "busy_s": round(self.local_busy, 6)}
-        self.comm.isend(("substats", rows, own), self.master, P.CTRL)
+        self.comm.isend(P.ctrl("substats", rows, own), self.master, P.CTRL)
 
     def _node_lost(self) -> None:
         """The node's engine cannot go on: a worker's setup failed (tell the master, which
@@ -260,8 +263,8 @@ class SubMaster(_Worker):
         err = self.engine.setup_error
         if err is not None:
             self.forwards.clear()
-            self.comm.isend(("hello", self.comm.host, os.getpid(),
-                             _info_of(err, self.world_of[err.rank])), self.master, P.CTRL)
+            self.comm.isend(P.ctrl("hello", self.comm.host, os.getpid(),
+                                   _info_of(err, self.world_of[err.rank])), self.master, P.CTRL)
             self.comm.flush(timeout=5.0, raise_on_timeout=False)
             while not self.stopping:
                 self.drain()
@@ -302,6 +305,7 @@ class SubMaster(_Worker):
         return False
 
     def close(self) -> None:
+        """Leaving the serve loop: the node's workers are told to stop too."""
         try:
             self.engine.shutdown(self.stop_reason)   # the node's workers leave too
         except Exception:
@@ -309,6 +313,7 @@ class SubMaster(_Worker):
 
     # ------------------------------------------------------------------ loop
     def loop(self) -> None:
+        """Serve the master: take chunks, run them as rounds of the node, send results back."""
         backoff = Backoff()
         engine = self.engine
         while not self.stopping:

@@ -15,7 +15,6 @@ the same way. On restart the journal reads ``run.h5`` plus any segments.
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
 import pickle
 import time
@@ -90,6 +89,7 @@ class Journal:
         self.resumed = sum(len(v) for v in self.loaded.values())
 
     def next_round(self) -> int:
+        """Start the next round's records (rounds are numbered in the order the job opens them)."""
         n = self.rounds_started
         self.rounds_started += 1
         return n
@@ -99,6 +99,8 @@ class Journal:
         return {i: pickle.loads(b) for i, b in self.loaded.get(name, {}).items()}
 
     def record(self, name: str, rec) -> None:
+        """Buffer the results of a record ``(ids, values, errors, rank)`` of round ``name``
+        (failed tasks are not kept); written as a new segment every ``interval`` seconds."""
         ids, values, errors, rank = rec
         if rank < 0:
             return  # this record came from the journal itself
@@ -138,6 +140,7 @@ class Journal:
             pass
 
     def close(self) -> None:
+        """Merge the segments into the journal file and close it."""
         self.flush()
         if self.segments or not os.path.exists(self.path):
             self.consolidate()

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .. import observe
 from ..comm import Comm, bound_finalize
-from ..errors import ConfigurationError, FarmBroken, TaskError
+from ..errors import ConfigurationError, FarmBroken
 from .engine import Engine, RoundState, SerialEngine
 from .journal import Journal
 from .policies import Pipeline, make_policy
@@ -417,10 +417,12 @@ class Round:
 
     @property
     def name(self) -> str:
+        """The round's name (in progress lines, stats and the journal)."""
         return self.state.name
 
     @property
     def cancelled(self) -> bool:
+        """True once :meth:`cancel` was called or the round was cancelled by an error."""
         return self.state.cancelled
 
     def __iter__(self) -> Iterator[Done]:

@@ -51,6 +51,7 @@ class WorkerStats:
         self.mean_recent = None  # exponentially smoothed time per task
 
     def record(self, n: int, sum_t: float, sum_t2: float, busy: float, idle: float) -> None:
+        """Add one chunk's counts and times (sums of task times and their squares)."""
         if n <= 0:
             return
         self.tasks += n
@@ -69,6 +70,7 @@ class WorkerStats:
 
     @property
     def measured(self) -> bool:
+        """True once this worker has timed at least one task."""
         return self.tasks > 0
 
     @property
@@ -80,6 +82,7 @@ class WorkerStats:
 
     @property
     def std(self) -> float:
+        """Standard deviation of the task time (0 until two samples)."""
         if self.tasks < 2:
             return 0.0
         m = self.sum_t / self.tasks
@@ -104,9 +107,12 @@ def _weights(me: WorkerStats, workers: list[WorkerStats]) -> float:
 
 
 class Policy:
+    """A chunk-size rule: how many tasks a worker gets per message (``policy=`` names one
+    of :data:`POLICIES`)."""
     name = "?"
 
     def start(self, total: int | None, nworkers: int) -> None:
+        """Reset for a round of ``total`` tasks (None: unknown) over ``nworkers`` workers."""
         self.total, self.P = total, max(nworkers, 1)
         self.count = 0
 
@@ -122,6 +128,7 @@ class Policy:
 
 
 class Static(Policy):
+    """Static: the round split into one equal chunk per worker up front."""
     name = "static"
 
     def chunk(self, w, remaining, workers, task_time=_UNSET):
@@ -130,6 +137,7 @@ class Static(Policy):
 
 
 class SelfScheduling(Policy):
+    """Pure self-scheduling (SS): one task per chunk."""
     name = "ss"
 
     def chunk(self, w, remaining, workers, task_time=_UNSET):
@@ -137,6 +145,7 @@ class SelfScheduling(Policy):
 
 
 class Fixed(Policy):
+    """A fixed chunk size (``map(..., chunksize=k)``)."""
     name = "fixed"
 
     def __init__(self, size: int):
@@ -149,6 +158,7 @@ class Fixed(Policy):
 
 
 class Guided(Policy):
+    """Guided self-scheduling (GSS, Polychronopoulos & Kuck 1987): remaining / P."""
     name = "gss"
 
     def chunk(self, w, remaining, workers, task_time=_UNSET):
@@ -156,6 +166,7 @@ class Guided(Policy):
 
 
 class Trapezoid(Policy):
+    """Trapezoid self-scheduling (TSS, Tzen & Ni 1993): chunks falling linearly from N / 2P to 1."""
     name = "tss"
 
     def start(self, total, nworkers):
@@ -176,6 +187,7 @@ class Trapezoid(Policy):
 
 
 class Factoring2(Policy):
+    """Factoring (FAC2, Hummel et al. 1992): batches of P equal chunks of remaining / 2P."""
     name = "fac2"
 
     def start(self, total, nworkers):
@@ -192,6 +204,7 @@ class Factoring2(Policy):
 
 
 class AdaptiveWeightedFactoring(Policy):
+    """Adaptive weighted factoring (AWF): factoring weighted by each worker's measured speed."""
     name = "awf"
 
     def chunk(self, w, remaining, workers, task_time=_UNSET):
@@ -199,6 +212,8 @@ class AdaptiveWeightedFactoring(Policy):
 
 
 class AdaptiveFactoring(Policy):
+    """Adaptive factoring (AF, Banicescu & Liu 2000): chunks from each worker's measured
+    mean and deviation of the task time."""
     name = "af"
 
     def chunk(self, w, remaining, workers, task_time=_UNSET):

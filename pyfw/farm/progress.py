@@ -32,6 +32,7 @@ class Progress:
         self.next_draw = 0.0
 
     def update(self, n: int) -> None:
+        """Record ``n`` more finished tasks; redraw at most every 0.2 s."""
         self.done += n
         if self.enabled:
             now = time.monotonic()
@@ -40,6 +41,7 @@ class Progress:
                 self.draw(now)
 
     def line(self, now: float) -> str:
+        """The progress line now (done/total, rate, ETA)."""
         elapsed = max(now - self.t0, 1e-9)
         rate = self.done / elapsed
         if self.total:
@@ -52,10 +54,12 @@ class Progress:
         return f"{self.name} {self.done} tasks {rate:,.0f} tasks/s elapsed {_hms(elapsed)}"
 
     def draw(self, now: float) -> None:
+        """Write the progress line to the stream."""
         self.stream.write("\r" + self.line(now) + "\033[K")
         self.stream.flush()
 
     def close(self) -> None:
+        """Draw the last line and end it."""
         if self.enabled:
             self.draw(time.monotonic())
             self.stream.write("\n")

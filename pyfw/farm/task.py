@@ -15,6 +15,9 @@ class Task:
     """
 
     def run(self, ctx: "Context") -> Any:  # pragma: no cover - abstract
+        """Do the work on a worker and return the result (picklable). ``ctx``: the
+        worker's :class:`Context` (``ctx.cancelled()`` to stop early, ``ctx.resource`` for
+        state kept per worker process)."""
         raise NotImplementedError(f"{type(self).__name__} must implement run(self, ctx)")
 
 
@@ -78,6 +81,7 @@ class Done:
 
     @property
     def ok(self) -> bool:
+        """True when the task produced a result (no error)."""
         return self.error is None
 
     def __repr__(self) -> str:

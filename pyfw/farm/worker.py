@@ -12,27 +12,15 @@ import os
 import pickle
 import sys
 import time
-import traceback
 from collections import deque
 
 from ..comm import Backoff, Comm, bound_finalize
 from ..errors import PeerFailure, TaskSerializationError
 from . import _protocol as P
+from ._protocol import error_info
 from .task import Context
 
 __all__ = ["serve", "error_info"]
-
-
-def error_info(exc: BaseException, rank: int, size: int, host: str) -> tuple:
-    """The picklable description of an exception raised on this rank."""
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    text = f"\n### Worker rank {rank} of {size} on {host} (pid {os.getpid()})\n{tb}"
-    try:
-        blob = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
-        pickle.loads(blob)
-    except Exception:
-        blob = None
-    return (type(exc).__name__, str(exc), text, host, blob)
 
 
 class _Worker:
@@ -61,33 +49,33 @@ class _Worker:
                 return
             msg, _, tag = got
             if tag == P.WORK:
-                self.queue.append((msg, time.perf_counter()))
+                self.queue.append((P.read_work(msg), time.perf_counter()))
             else:
                 self.control(msg)
 
     def control(self, msg) -> None:
-        kind = msg[0]
+        kind, a = P.read_ctrl(msg)
         if kind == "cancel":
-            self.cancelled_rounds.add(msg[1])
-            self.drop(lambda chunk: chunk[1] == msg[1])
+            self.cancelled_rounds.add(a["rid"])
+            self.drop(lambda work: work.rid == a["rid"])
         elif kind == "skip":
-            cids = set(msg[1])
+            cids = set(a["cids"])
             self.skipped |= cids
-            self.drop(lambda chunk: chunk[0] in cids)
+            self.drop(lambda work: work.cid in cids)
         elif kind == "ping":
-            self.comm.isend(("pong", msg[1]), self.master, P.CTRL)
+            self.comm.isend(P.ctrl("pong", a["t"]), self.master, P.CTRL)
         elif kind == "stop":
-            self.stopping, self.stop_reason = True, msg[1]
-            if len(msg) > 2 and msg[2]:   # ranks died in this job: finalize may block on them
+            self.stopping, self.stop_reason = True, a["reason"]
+            if a["failed"]:   # ranks died in this job: finalize may block on them
                 bound_finalize()
 
     def drop(self, match) -> None:
         keep = deque()
-        for chunk, t_got in self.queue:
-            if match(chunk):
-                self.reply(chunk[0], chunk[1], [], [], [], None, P.DROPPED)
+        for work, t_got in self.queue:
+            if match(work):
+                self.reply(work.cid, work.rid, [], [], [], None, P.DROPPED)
             else:
-                keep.append((chunk, t_got))
+                keep.append((work, t_got))
         self.queue = keep
 
     def _current_cancelled(self) -> bool:
@@ -100,12 +88,12 @@ class _Worker:
                                     or self.stopping)
 
     def reply(self, cid, rid, ids, values, errors, stats, status) -> None:
-        msg = (cid, rid, ids, values, errors, stats, status)
+        """Send a DONE message (:class:`pyfw.farm._protocol.Done`)."""
         try:
-            data = Comm.dumps(msg)
+            data = Comm.dumps(P.pack_done(cid, rid, ids, values, errors, stats, status))
         except Exception:
             values, errors = self._picklable(ids, values, errors)
-            data = Comm.dumps((cid, rid, ids, values, errors, stats, status))
+            data = Comm.dumps(P.pack_done(cid, rid, ids, values, errors, stats, status))
         self.comm.isend_bytes(data, self.master, P.DONE)
 
     def _picklable(self, ids, values, errors):
@@ -128,22 +116,16 @@ class _Worker:
         return values, errors
 
     # -------------------------------------------------------------- running
-    def run_chunk(self, chunk, t_got: float) -> None:
-        cid, rid, ids, payload = chunk
+    def run_chunk(self, chunk: P.Work, t_got: float) -> None:
+        """Run one chunk and reply with its results (in parts while it runs long)."""
+        cid, rid, ids = chunk.cid, chunk.rid, chunk.ids
         if rid in self.cancelled_rounds or cid in self.skipped:
             self.reply(cid, rid, [], [], [], None, P.DROPPED)
             return
-        try:
-            fn, items = pickle.loads(payload)
-        except Exception as exc:
-            err = TaskSerializationError(
-                f"rank {self.comm.rank} cannot unpickle the tasks it was sent "
-                f"({type(exc).__name__}: {exc}); is their module importable on every rank?")
-            info = error_info(err, self.comm.rank, self.comm.size, self.comm.host)
-            ids = list(ids)
-            self.reply(cid, rid, ids, [None] * len(ids), [(p, info) for p in range(len(ids))],
-                       (0, 0.0, 0.0, 0.0, self.idle, t_got, time.perf_counter()), P.OK)
+        unpacked = self._unpack(chunk, t_got)
+        if unpacked is None:
             return
+        fn, items = unpacked
         ctx = self.ctx
         ctx._begin()
         self.current = (cid, rid)
@@ -153,47 +135,29 @@ class _Worker:
         n, s, s2 = 0, 0.0, 0.0
         status = P.OK
         clock = time.perf_counter
-        t_start = t_part = clock()
-        partial_at = t_start + P.PARTIAL_EVERY
+        t_part = clock()
+        partial_at = t_part + P.PARTIAL_EVERY
         func, star = fn if fn is not None else (None, False)
         total = len(items)
         pos = part = 0
         # Tasks run in sub-batches timed as a whole: one task at a time while they are long,
         # up to thousands when they take microseconds, so timing and cancel checks cost
-        # nothing per task. A failing task is caught alone (its neighbours still count).
+        # nothing per task.
         while pos < total:
             if ctx.cancelled():
                 status = P.ABORTED
                 break
             end = min(total, pos + self.batch)
             t0 = clock()
-            for item in items[pos:end]:
-                try:
-                    if func is None:
-                        value = item.run(ctx)
-                    elif star:
-                        value = func(*item)
-                    else:
-                        value = func(item)
-                except Exception as exc:
-                    errors.append((len(values), error_info(exc, self.comm.rank,
-                                                           self.comm.size, self.comm.host)))
-                    value = None
-                values.append(value)
+            self._run_batch(items[pos:end], func, star, values, errors)
             now = clock()
             dt = now - t0
             k = end - pos
-            n += k
-            s += dt
-            s2 += dt * dt / k
-            pos = end
-            if dt < 2e-4:
-                self.batch = min(2 * self.batch, 8192)
-            elif dt > 2e-3 and self.batch > 1:
-                self.batch //= 2
+            n, s, s2, pos = n + k, s + dt, s2 + dt * dt / k, end
+            self._adapt_batch(dt)
             if now > partial_at and pos < total:  # a long chunk: hand over what is done
                 self.reply(cid, rid, ids[part:pos], values, errors,
-                           (n, s, s2, now - t_part, self.idle, t_got, now), P.PARTIAL)
+                           P.Stats(n, s, s2, now - t_part, self.idle, t_got, now), P.PARTIAL)
                 values, errors = [], []
                 n, s, s2 = 0, 0.0, 0.0
                 self.idle = 0.0
@@ -201,11 +165,52 @@ class _Worker:
         if status == P.OK and ctx._cancelled:  # cancelled during the last task
             status = P.ABORTED
         t_done = clock()
-        stats = (n, s, s2, t_done - t_part, self.idle, t_got, t_done)
+        stats = P.Stats(n, s, s2, t_done - t_part, self.idle, t_got, t_done)
         self.idle = 0.0
         self.current = None
         self.skipped.discard(cid)
         self.reply(cid, rid, ids[part:pos], values, errors, stats, status)
+
+    def _unpack(self, chunk: P.Work, t_got: float):
+        """(fn, items) of a chunk; None if they cannot be unpickled here (then every task of
+        the chunk has failed with a TaskSerializationError naming why, already replied)."""
+        try:
+            return pickle.loads(chunk.payload)
+        except Exception as exc:
+            err = TaskSerializationError(
+                f"rank {self.comm.rank} cannot unpickle the tasks it was sent "
+                f"({type(exc).__name__}: {exc}); is their module importable on every rank?")
+            info = error_info(err, self.comm.rank, self.comm.size, self.comm.host)
+            ids = list(chunk.ids)
+            self.reply(chunk.cid, chunk.rid, ids, [None] * len(ids),
+                       [(p, info) for p in range(len(ids))],
+                       P.Stats(0, 0.0, 0.0, 0.0, self.idle, t_got, time.perf_counter()), P.OK)
+            return None
+
+    def _run_batch(self, batch, func, star, values: list, errors: list) -> None:
+        """Run tasks in turn, appending to ``values``; a failing task is caught alone (its
+        neighbours still count) and recorded in ``errors`` by its position."""
+        ctx = self.ctx
+        for item in batch:
+            try:
+                if func is None:
+                    value = item.run(ctx)
+                elif star:
+                    value = func(*item)
+                else:
+                    value = func(item)
+            except Exception as exc:
+                errors.append((len(values), error_info(exc, self.comm.rank, self.comm.size,
+                                                       self.comm.host)))
+                value = None
+            values.append(value)
+
+    def _adapt_batch(self, dt: float) -> None:
+        """Tasks per timed sub-batch: doubled below 0.2 ms, halved above 2 ms."""
+        if dt < 2e-4:
+            self.batch = min(2 * self.batch, 8192)
+        elif dt > 2e-3 and self.batch > 1:
+            self.batch //= 2
 
     def loop(self) -> None:
         backoff = Backoff()
@@ -237,7 +242,7 @@ def serve(comm: Comm, master: int = 0, setup=None, setup_args=(),
             setup(w.ctx, *setup_args)
         except Exception as exc:
             setup_error = error_info(exc, comm.rank, comm.size, comm.host)
-    comm.isend(("hello", comm.host, os.getpid(), setup_error), master, P.CTRL)
+    comm.isend(P.ctrl("hello", comm.host, os.getpid(), setup_error), master, P.CTRL)
     try:
         w.loop()
     except PeerFailure:

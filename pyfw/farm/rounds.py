@@ -1,0 +1,276 @@
+"""Bookkeeping of one round of tasks (private): the ids handed out, done and pending, the
+read-ahead from a lazy source, the results waiting to be handed back, the chunks sent out
+to workers, and the TaskError a worker's error report becomes. Shared by the parallel and
+the serial engine.
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+import pickle
+from collections import deque
+
+from ..errors import RemoteTraceback, TaskError
+from . import _protocol as P
+from .policies import Policy
+
+__all__ = ["Chunk", "RoundState", "make_task_error"]
+
+
+def make_task_error(index, rank, info, attempts=1, cls=TaskError) -> TaskError:
+    """A TaskError from a worker's :class:`~pyfw.farm._protocol.ErrorInfo`, with the remote
+    traceback as cause."""
+    info = P.ErrorInfo._make(info) if not isinstance(info, P.ErrorInfo) else info
+    if info.rank is not None:   # raised on a node worker behind a sub-master (hierarchy)
+        rank = info.rank
+    original = None
+    if info.blob is not None:
+        try:
+            original = pickle.loads(info.blob)
+        except Exception:
+            original = None
+    err = cls(index, rank, info.host, info.exc_type, info.message, original, attempts)
+    err.__cause__ = RemoteTraceback(info.traceback)
+    return err
+
+
+class _Done:
+    """The set of finished task ids: everything below ``low``, plus disjoint half-open
+    intervals above it (as many as there are out-of-order chunks, so a handful)."""
+
+    __slots__ = ("low", "starts", "stops")
+
+    def __init__(self):
+        self.low = 0
+        self.starts: list[int] = []
+        self.stops: list[int] = []
+
+    def __contains__(self, tid: int) -> bool:
+        if tid < self.low:
+            return True
+        i = bisect.bisect_right(self.starts, tid) - 1
+        return i >= 0 and tid < self.stops[i]
+
+    def overlaps(self, a: int, b: int) -> bool:
+        """True if any id in [a, b) is done."""
+        if a < self.low:
+            return True
+        i = bisect.bisect_right(self.starts, b - 1) - 1
+        return i >= 0 and self.stops[i] > a
+
+    def add_range(self, a: int, b: int) -> None:
+        """Mark [a, b) done (it must not overlap what is done already)."""
+        starts, stops = self.starts, self.stops
+        i = bisect.bisect_left(starts, a)
+        if i > 0 and stops[i - 1] == a:          # extends the interval before
+            i -= 1
+            stops[i] = b
+        else:
+            starts.insert(i, a)
+            stops.insert(i, b)
+        if i + 1 < len(starts) and starts[i + 1] == stops[i]:   # meets the one after
+            stops[i] = stops.pop(i + 1)
+            starts.pop(i + 1)
+        if starts and starts[0] == self.low:
+            self.low = stops[0]
+            del starts[0], stops[0]
+
+    def add(self, tid: int) -> None:
+        if tid not in self:
+            self.add_range(tid, tid + 1)
+
+    @property
+    def high(self) -> int:
+        """How many finished ids lie above ``low`` (out of order)."""
+        return sum(b - a for a, b in zip(self.starts, self.stops))
+
+
+class RoundState:
+    """One wave of tasks: its source, what is pending, done, and what to hand back.
+
+    Tasks are read from the source in blocks (never more than a chunk's worth ahead of
+    dispatch, so a huge or lazy stream costs bounded memory) and keep consecutive ids, so a
+    chunk's ids travel as a ``range``.
+    """
+
+    READ_AHEAD = 1024
+
+    def observe_task_time(self, rank: int, per_task: float) -> None:
+        """Smooth one chunk's time per task on ``rank`` into this round's estimate."""
+        before = self.task_time.get(rank)
+        self.task_time[rank] = per_task if before is None else 0.7 * before + 0.3 * per_task
+
+    def __init__(self, rid, source, fn, star, total, policy: Policy, name, window=None,
+                 skip=None):
+        self.rid, self.fn, self.star, self.total = rid, fn, star, total
+        self.name = name
+        self.source = iter(source)
+        self.policy = policy
+        self.next_tid = 0                # ids handed to tasks read so far
+        self.exhausted = False
+        self.buf: list = []              # items read, not yet sent ...
+        self.buf_ids = None              # ... their ids (None: consecutive from buf_start)
+        self.buf_start = 0
+        self.buf_pos = 0
+        self.retry: deque = deque()      # (tid, item) to send again first
+        self.done = _Done()
+        self.ndone = 0
+        self.outputs: deque = deque()    # records: (ids, values, errors{pos: TaskError}, rank)
+        self.task_time: dict = {}        # rank -> smoothed time per task of *this* round's fn
+        self.cancelled = False
+        self.attempts: dict[int, int] = {}
+        self.window = window             # ordered delivery: dispatch only tid < base + window
+        self.window_base = 0
+        self.skip = skip or {}           # tid -> value already known (journal)
+        self.tail_duplication = True     # idle workers may get copies of its last chunks
+        self.wire_fn = None if fn is None else (fn, star)
+
+    # ---------------------------------------------------------------- task supply
+    def _refill(self, want: int) -> None:
+        """Read the next block of tasks (at least ``want`` if the source has them)."""
+        if self.exhausted:
+            return
+        n_want = max(want, self.READ_AHEAD)
+        items = list(itertools.islice(self.source, n_want))
+        start = self.next_tid
+        self.next_tid += len(items)
+        if len(items) < n_want:
+            self.exhausted = True
+            if self.total is None:
+                self.total = self.next_tid
+        self.buf_start, self.buf_pos, self.buf_ids = start, 0, None
+        if self.skip:  # results known from the journal are delivered, not sent
+            ids, kept = [], []
+            for off, item in enumerate(items):
+                tid = start + off
+                if tid in self.skip:
+                    self.deliver([tid], [self.skip.pop(tid)], None, -1)
+                else:
+                    ids.append(tid)
+                    kept.append(item)
+            items, self.buf_ids = kept, ids
+        self.buf = items
+
+    def _buffered(self) -> int:
+        return len(self.buf) - self.buf_pos
+
+    def _next_tid(self) -> int:
+        pos = self.buf_pos
+        return self.buf_start + pos if self.buf_ids is None else self.buf_ids[pos]
+
+    def remaining(self) -> int:
+        """Tasks not yet handed out (exact when the total is known, else read-ahead)."""
+        if not self._buffered():
+            self._refill(1)
+        left = len(self.retry) + self._buffered()
+        if self.total is not None and not self.exhausted:
+            left += self.total - self.next_tid
+        return left
+
+    def has_pending(self) -> bool:
+        """True while tasks remain to be handed out (read ahead, retries or still in the source)."""
+        if self.cancelled:
+            return False
+        if self.retry:
+            return True
+        if not self._buffered():
+            self._refill(1)
+            if not self._buffered():
+                return False
+        return self.window is None or self._next_tid() < self.window_base + self.window
+
+    def take(self, k: int):
+        """Up to ``k`` tasks to send: ``(ids, items)``; ids a range when consecutive."""
+        if self.retry:
+            # a task that has failed before travels alone: if it kills its next worker too,
+            # the blame falls on it and not on innocent neighbours of its chunk
+            ids, items = [], []
+            retry, attempts = self.retry, self.attempts
+            while retry and len(ids) < k:
+                tid, item = retry[0]
+                if tid in self.done:
+                    retry.popleft()
+                    continue
+                if attempts.get(tid) and ids:
+                    break
+                retry.popleft()
+                ids.append(tid)
+                items.append(item)
+                if attempts.get(tid):
+                    break
+            return ids, items
+        if not self._buffered():
+            self._refill(k)
+        pos = self.buf_pos
+        n = min(k, self._buffered())
+        if self.window is not None and n:
+            n = max(0, min(n, self.window_base + self.window - self._next_tid()))
+        items = self.buf[pos:pos + n]
+        if self.buf_ids is None:
+            first = self.buf_start + pos
+            ids = range(first, first + n)
+        else:
+            ids = self.buf_ids[pos:pos + n]
+        self.buf_pos = pos + n
+        if self.buf_pos == len(self.buf):
+            self.buf, self.buf_ids, self.buf_pos = [], None, 0
+        return ids, items
+
+    def drop_pending(self) -> None:
+        """Forget the tasks not handed out yet (the round was cancelled)."""
+        self.buf, self.buf_ids, self.buf_pos = [], None, 0
+        self.retry.clear()
+
+    @property
+    def finished(self) -> bool:
+        """True when every task of the round has a result (or the round was cancelled)."""
+        if self.cancelled:
+            return True
+        return (self.exhausted and not self._buffered() and not self.retry
+                and self.total is not None and self.ndone >= self.total)
+
+    # ---------------------------------------------------------------- results
+    def deliver(self, ids, values, errors, rank) -> None:
+        """Record results (dropping duplicates) and queue them for the consumer."""
+        done = self.done
+        if isinstance(ids, range):
+            fresh = not done.overlaps(ids.start, ids.stop)
+            if fresh and len(ids):
+                done.add_range(ids.start, ids.stop)
+        else:
+            fresh = all(t not in done for t in ids)
+            if fresh:
+                for t in ids:
+                    done.add_range(t, t + 1)
+        if fresh:
+            fresh_ids, fresh_vals, fresh_errs = ids, values, errors
+        else:
+            fresh_ids, fresh_vals, fresh_errs = [], [], {}
+            for pos, t in enumerate(ids):
+                if t in done:
+                    continue
+                done.add_range(t, t + 1)
+                if errors and pos in errors:
+                    fresh_errs[len(fresh_ids)] = errors[pos]
+                fresh_ids.append(t)
+                fresh_vals.append(values[pos])
+        if not len(fresh_ids):
+            return
+        self.ndone += len(fresh_ids)
+        self.outputs.append((fresh_ids, fresh_vals, fresh_errs or None, rank))
+
+
+class Chunk:
+    """One chunk of a round's tasks sent to one worker, until all its results are back."""
+
+    __slots__ = ("cid", "rnd", "ids", "items", "rank", "t_sent", "t_head", "twin", "left",
+                 "tries")
+
+    def __init__(self, cid, rnd, ids, items, rank, now):
+        self.cid, self.rnd, self.ids, self.items, self.rank = cid, rnd, ids, items, rank
+        # failed attempts already counted for its tasks when it was sent (retries only)
+        attempts = rnd.attempts
+        self.tries = {t: attempts[t] for t in ids if t in attempts} if attempts else None
+        self.left = len(ids)  # tasks whose results have not come back yet
+        self.t_sent = self.t_head = now
+        self.twin = None
