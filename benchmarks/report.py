@@ -233,6 +233,25 @@ def rubik_bench(d):
     return out
 
 
+def rubik_speedup(d):
+    out = []
+    for cfg in d["configs"]:
+        s = cfg["summary"]
+        out.append(f"order={cfg['order']}, split={cfg['split']}: geometric-mean speedup "
+                   f"{_g(s['geomean_speedup'])}, median {_g(s['median_speedup'])}, worst "
+                   f"{_g(s['min_speedup'])} (seed {s['worst_seed']}), best "
+                   f"{_g(s['max_speedup'])}; {s['below_1_3']} cube(s) below 1.3; median "
+                   f"nodes ratio (2 / 1 workers) {_g(s['median_nodes_ratio'])}; median solve "
+                   f"on 2 workers {_g(s['median_seconds_2_workers'])} s.\n")
+        out.append(_table(["seed", "moves", "1 worker s", "2 workers s", "speedup",
+                           "nodes 1 worker", "nodes ratio"],
+                          [[c["seed"], c["length"], _g(c["one"]["seconds"]),
+                            _g(c["two"]["seconds"]), _g(c["speedup"]),
+                            _g(c["one"]["generated"]), _g(c["nodes_ratio"])]
+                           for c in cfg["cubes"]]))
+    return "\n\n".join(out)
+
+
 def testbed(d):
     md = os.path.join(RESULTS, "testbed.md")
     return ("Every figure with its peer in the same run; the full generated report: "
@@ -275,6 +294,8 @@ SECTIONS = [
      "python benchmarks/knee_convergence.py", knee_convergence),
     ("Rubik's cube solver", "rubik_bench.json",
      "python benchmarks/rubik_bench.py", rubik_bench),
+    ("Rubik: two workers against one on 20 random cubes", "rubik_speedup.json",
+     "python benchmarks/rubik_speedup.py", rubik_speedup),
     ("Uneven clusters on the multi-node test bed", "testbed_farm.json",
      "python benchmarks/testbed_remeasure.py", testbed),
 ]
@@ -288,8 +309,9 @@ def _plots(pattern):
         pngs = sorted(glob.glob(os.path.join(RESULTS, "testbed_*.png")))
     if pattern.startswith("coll_osu"):
         pngs = sorted(glob.glob(os.path.join(RESULTS, "coll_osu_*.png")))
-    if pattern.startswith("rubik"):
-        pngs = sorted(glob.glob(os.path.join(RESULTS, "rubik_*.png")))
+    if pattern.startswith("rubik_bench"):
+        pngs = [os.path.join(RESULTS, f) for f in ("rubik_proof.png", "rubik_subtrees.png")
+                if os.path.exists(os.path.join(RESULTS, f))]
     return [f"![{os.path.basename(p)}](results/{os.path.basename(p)})" for p in pngs]
 
 

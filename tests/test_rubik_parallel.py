@@ -51,3 +51,33 @@ def test_parallel_equals_serial_in_solve_prove_and_all_modes():
             except AssertionError as e:
                 ok, msg = False, str(e) or repr(e)
     agree(ok, msg)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_serial_order_reaches_the_serial_search_s_solution():
+    # subtrees go out in the order one process searches them (depth first, moves ascending):
+    # with one worker the farm finds the serial search's first solution, the smallest in
+    # that order; with more it still returns an optimal one. The old order is on request.
+    ok, msg = True, ""
+    with Farm(MPI.COMM_WORLD) as farm:
+        if farm.is_master:
+            try:
+                h = Heuristic("korf", progress=False, max_depth=DEPTH)
+                serial = Solver(tables=h)
+                for scramble in ("R U2 F' L D B2 R'", "U R2 F B R B2 R U2"):
+                    cube = Cube.from_moves(scramble)
+                    s = serial.solve(cube)
+                    for split in (2, "adaptive"):
+                        p = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
+                                           tables=h, local_nodes=0)
+                        assert p.length == s.length and cube.apply(p.solution).is_solved
+                        if farm.num_workers == 1:
+                            assert p.solution == s.solution, (p.solution, s.solution)
+                    q = solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h,
+                                       order="largest", local_nodes=0)
+                    assert q.length == s.length
+                with pytest.raises(ValueError, match="order"):
+                    solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h, order="x")
+            except AssertionError as e:
+                ok, msg = False, str(e) or repr(e)
+    agree(ok, msg)

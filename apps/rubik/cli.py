@@ -34,7 +34,15 @@ def parser():
                    help="; ".join(f"{k}: {v}" for k, v in HEURISTICS.items()) +
                    f" (default {DEFAULT_HEURISTIC}, or {SMALL_HEURISTIC} where its table is "
                    f"not built and too little memory is free to build it)")
-    p.add_argument("--split", default="2", help="frontier depth for workers, or 'adaptive'")
+    p.add_argument("--split", default="adaptive",
+                   help="frontier depth for workers (2 = 243 subtrees, 3 = 3,240), or "
+                        "'adaptive': depth 2, then subtrees that dominated the previous "
+                        "iteration split further (default)")
+    p.add_argument("--order", choices=("serial", "largest"), default="serial",
+                   help="order of the subtrees: 'serial' as one process searches them (the "
+                        "farm finds a solution about as early as the serial search, with "
+                        "every worker on the way: default) or 'largest' first by the previous "
+                        "iteration's sizes")
     p.add_argument("--cache-dir", help="table cache directory (default $PYFW_RUBIK_CACHE or "
                                        "~/.cache/pyfw/rubik)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -109,6 +117,15 @@ class _Heartbeat:
             _log(f"  ... {where}, {time.perf_counter() - self.t0:.0f} s so far")
 
 
+def _build_tables(args, out):
+    t0 = time.perf_counter()
+    h = Heuristic(args.heuristic, args.cache_dir, progress=True, log=_log)
+    for name, status in h.status.items():
+        print(f"table {name}: {status}", file=out)
+    print(f"heuristic {args.heuristic} ready in {time.perf_counter() - t0:.1f} s", file=out)
+    return 0
+
+
 def main(argv=None, out=None):
     """Entry point (returns the exit status)."""
     out = out or sys.stdout
@@ -130,12 +147,7 @@ def main(argv=None, out=None):
     # every rank loads the same tables, whatever memory its own node has free
     args.heuristic = comm.mpi.bcast(choice, root=0) if comm.size > 1 else choice
     if args.build_tables:
-        t0 = time.perf_counter()
-        h = Heuristic(args.heuristic, args.cache_dir, progress=True, log=_log)
-        for name, status in h.status.items():
-            print(f"table {name}: {status}", file=out)
-        print(f"heuristic {args.heuristic} ready in {time.perf_counter() - t0:.1f} s", file=out)
-        return 0
+        return _build_tables(args, out)
     split = args.split if args.split == "adaptive" else int(args.split)
 
     beat = _Heartbeat()
@@ -165,7 +177,8 @@ def main(argv=None, out=None):
             with beat:
                 res = solve_parallel(cube, farm, heuristic=args.heuristic,
                                      max_length=args.prove_depth, all_solutions=args.all,
-                                     split=split, cache_dir=args.cache_dir,
+                                     split=split, order=args.order,
+                                     cache_dir=args.cache_dir,
                                      max_depth=args.table_depth, tables=tables,
                                      on_iteration=progress)
             _report(cube, res, args, out)

@@ -4,10 +4,16 @@ subtrees, one farm round per IDA* iteration.
 Per iteration (cost bound b) the master walks the canonical tree down to the split depth,
 pruning with the same heuristic as the kernels (so node totals equal the serial ones for
 complete iterations), and sends one :class:`SubtreeTask` per frontier node with f <= b.
-Tasks go out largest-first by the previous iteration's node counts. With
-``split="adaptive"`` a frontier node whose subtree took more than ``1/(4 * workers)`` of
-the previous iteration is replaced by its children for the next one. The first solution
-at bound b cancels the rest of the round; it is optimal because bound b - 1 was exhausted.
+Tasks go out in the serial search's own order (depth-first, moves ascending: ``order=
+"serial"``, the default), so the iteration that finds a solution reaches it about as early
+as one process would, only with every worker on the way there; ``order="largest"`` sends
+the largest subtrees of the previous iteration first (best for complete iterations, a
+lottery for the last one: its solution may sit in a subtree the farm starts late). With
+``split="adaptive"`` a frontier node whose subtree took more than ``1/max(SPLIT_PIECES,
+8 * workers)`` of the previous iteration is replaced by its children for the next one, so no
+piece is large enough to leave the other workers idle at the end of a round. The first
+solution at bound b cancels the rest of the round; it is optimal because bound b - 1 was
+exhausted.
 """
 import os
 import time
@@ -24,6 +30,9 @@ from .solver import (DEFAULT_HEURISTIC, Heuristic, Iteration, SolveResult, check
 SLICE_NODES = 1 << 20
 LOCAL_NODES = 1_000_000     # rounds predicted smaller than this stay on the master
 BRANCHING = 13.34847
+SPLIT_PIECES = 64           # adaptive split: no piece above 1/max(64, 8 * workers) of the
+                            # previous iteration (the same pieces for 1 and 2 workers)
+ORDERS = ("serial", "largest")
 
 
 def _load(name, cache_dir, max_depth):
@@ -130,95 +139,55 @@ class _Frontier:
         return out, gen, exp
 
 
+def _check_split_order(split, order):
+    if split != "adaptive" and int(split) < 1:
+        raise ValueError(f"split depth must be >= 1 or 'adaptive', got {split!r}")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+
+
 def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
-                   all_solutions=False, split=2, cache_dir=None, max_depth=None,
+                   all_solutions=False, split="adaptive", cache_dir=None, max_depth=None,
                    budget=SLICE_NODES, tables=None, on_iteration=None, record_subtrees=False,
                    policy=None, chunksize=None, tail_duplication=None,
-                   local_nodes=LOCAL_NODES):
+                   local_nodes=LOCAL_NODES, order="serial"):
     """Optimal solve on a :class:`pyfw.farm.Farm` (call on the master rank).
 
     ``split``: depth of the frontier (2 as in the study: 243 subtrees), or ``"adaptive"``
-    (depth 2, then split subtrees that dominated the previous iteration).
+    (depth 2, then split subtrees that dominated the previous iteration; the default).
     ``max_length``: prove that no solution of at most this many moves exists (or find one).
     ``all_solutions``: every optimal canonical solution. ``tables``: the master's
     :class:`Heuristic` if already loaded. With ``record_subtrees`` each iteration keeps the
-    per-subtree node counts (``result.subtrees[bound]``). ``policy``, ``chunksize``,
-    ``tail_duplication``: passed to each round (:meth:`pyfw.farm.Farm.round`); by default
-    tail copies are off when the farm has more ranks than this node has cores.
+    per-subtree node counts (``result.subtrees[bound]``). ``policy``, ``chunksize``
+    (default 1 in serial order, else the policy's), ``tail_duplication``: passed to each
+    round (:meth:`pyfw.farm.Farm.round`); by default tail copies are off when the farm has
+    more ranks than this node has cores.
     ``local_nodes``: an iteration predicted (previous one x 13.35) to generate fewer nodes
     is searched by the master itself, as the serial solver does (so is the first one,
     unless ``local_nodes=0``); it shows as rank 0 in the worker loads. The last local
-    round goes subtree by subtree so that the first farm round has sizes to order by.
+    round goes subtree by subtree so that the first farm round has sizes to split by.
+    ``order``: ``"serial"`` (depth-first, as one process searches) or ``"largest"`` (the
+    previous iteration's largest subtrees first); see the module docstring.
     """
-    cube = check_cube(cube)
-    limit = check_limit(max_length)
-    adaptive = split == "adaptive"
-    depth = 2 if adaptive else int(split)
-    if depth < 1:
-        raise ValueError(f"split depth must be >= 1 or 'adaptive', got {split!r}")
+    cube, limit = check_cube(cube), check_limit(max_length)
+    _check_split_order(split, order)
     h = tables if tables is not None else Heuristic(heuristic, cache_dir, max_depth=max_depth)
     t0 = time.perf_counter()
     res = SolveResult(None, [], 0, heuristic=h.name)
     res.subtrees = {}
-    front = _Frontier(h, cube, depth)
-    workers = defaultdict(lambda: {"tasks": 0, "generated": 0, "seconds": 0.0})
-    prev = {}
     bound = h.h(cube)
     res.lower_bound = bound
     if bound == 0 or cube.is_solved:
         res.solution, res.solutions, res.lower_bound = [], [[]], 0
         return res
-    nworkers = max(getattr(farm, "num_workers", 1) or 1, 1)
-    prev_total = 0
     if tail_duplication is None and getattr(farm, "size", 1) > (os.cpu_count() or 1):
         tail_duplication = False   # ranks outnumber cores: copies would compete for them
+    search = _Search(h, cube, farm, split, order, all_solutions, budget, cache_dir,
+                     max_depth, dict(policy=policy, tail_duplication=tail_duplication,
+                                     chunksize=chunksize if chunksize is not None else
+                                     (1 if order == "serial" else None)))
     while bound <= limit:
-        t1 = time.perf_counter()
-        found, counts = [], {}
-        # a round whose predicted size is small is searched by the master itself, in one
-        # piece from the root: sending hundreds of tiny subtrees costs more than that
-        local = prev_total * BRANCHING < local_nodes
-        # the last local round before the farm rounds goes subtree by subtree, so the first
-        # farm round can hand out its subtrees largest first
-        last_local = local and prev_total * BRANCHING ** 2 >= local_nodes
-        if local and not last_local:
-            leaves, gen, exp = [[]], 0, 0
-            results = [search_subtree(h, cube, [], bound, all_solutions, budget)]
-            ntasks = 0
-        else:
-            leaves, gen, exp = front.leaves(bound)
-            leaves.sort(key=lambda p: (-prev.get(tuple(p), 0),
-                                       front.hval(p) if len(p) < bound else 0))
-        if last_local:
-            results = (search_subtree(h, cube, p, bound, all_solutions, budget) for p in leaves)
-            ntasks = 0
-        elif not local:
-            tasks = [SubtreeTask(cube, p, bound, h.name, cache_dir, max_depth, all_solutions,
-                                 budget) for p in leaves]
-            ntasks = len(tasks)
-            rnd = farm.round(tasks, name=f"rubik-bound-{bound}", policy=policy,
-                             chunksize=chunksize, tail_duplication=tail_duplication) if tasks else ()
-            results = (done.result for done in rnd)
-        if leaves:
-            for r in results:
-                if r is None:
-                    continue
-                gen += r["generated"]
-                exp += r["expanded"]
-                if r["prefix"] or not local:
-                    counts[tuple(r["prefix"])] = r["generated"]
-                w = workers[r["rank"]]
-                w["tasks"] += 1
-                w["generated"] += r["generated"]
-                w["seconds"] += r["seconds"]
-                found.extend(r["solutions"])
-                if found and not all_solutions:
-                    if not local:
-                        rnd.cancel()
-                    break
-        it = Iteration(bound, gen, exp, time.perf_counter() - t1, len(found))
-        it.tasks = ntasks
-        it.local = local
+        it, found, counts = search.iteration(bound, local_nodes)
         res.iterations.append(it)
         if record_subtrees:
             res.subtrees[bound] = dict(counts)
@@ -228,18 +197,104 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
             found.sort()
             res.solution, res.solutions, res.lower_bound = found[0], found, bound
             break
-        if adaptive and counts:
-            total = sum(counts.values())
-            for p, n in counts.items():
-                if n > total / (4 * nworkers) and len(p) < bound - 1:
-                    front.deep.add(p)
-        prev = counts
-        prev_total = it.generated
+        search.split_dominant(counts, bound)
         bound += 1
         res.lower_bound = bound
     res.seconds = time.perf_counter() - t0
-    res.workers = {int(k): v for k, v in sorted(workers.items())}
+    res.workers = {int(k): v for k, v in sorted(search.workers.items())}
     return res
+
+
+class _Search:
+    """The master's state across the iterations of one parallel solve."""
+
+    def __init__(self, h, cube, farm, split, order, all_solutions, budget, cache_dir,
+                 max_depth, round_options):
+        self.h, self.cube, self.farm, self.order = h, cube, farm, order
+        self.adaptive = split == "adaptive"
+        self.front = _Frontier(h, cube, 2 if self.adaptive else int(split))
+        self.all_solutions, self.budget = all_solutions, budget
+        self.task_spec = (h.name, cache_dir, max_depth)
+        self.round_options = round_options
+        self.nworkers = max(getattr(farm, "num_workers", 1) or 1, 1)
+        self.workers = defaultdict(lambda: {"tasks": 0, "generated": 0, "seconds": 0.0})
+        self.prev, self.prev_total = {}, 0
+
+    def iteration(self, bound, local_nodes):
+        """One IDA* iteration: (Iteration, solutions found, nodes per subtree)."""
+        t1 = time.perf_counter()
+        # a round whose predicted size is small is searched by the master itself, in one
+        # piece from the root: sending hundreds of tiny subtrees costs more than that; the
+        # last local round goes subtree by subtree, so the first farm round has sizes
+        local = self.prev_total * BRANCHING < local_nodes
+        last_local = local and self.prev_total * BRANCHING ** 2 >= local_nodes
+        rnd, ntasks = None, 0
+        if local and not last_local:
+            leaves, gen, exp = [[]], 0, 0
+            results = [self._search_here([], bound)]
+        else:
+            leaves, gen, exp = self._ordered_leaves(bound)
+            if last_local:
+                results = (self._search_here(p, bound) for p in leaves)
+            else:
+                name, cache_dir, max_depth = self.task_spec
+                tasks = [SubtreeTask(self.cube, p, bound, name, cache_dir, max_depth,
+                                     self.all_solutions, self.budget) for p in leaves]
+                ntasks = len(tasks)
+                rnd = self.farm.round(tasks, name=f"rubik-bound-{bound}",
+                                      **self.round_options) if tasks else ()
+                results = (done.result for done in rnd)
+        found, counts, g, e = self._collect(results, local, rnd)
+        it = Iteration(bound, gen + g, exp + e, time.perf_counter() - t1, len(found))
+        it.tasks, it.local = ntasks, local
+        self.prev, self.prev_total = counts, it.generated
+        return it, found, counts
+
+    def _search_here(self, prefix, bound):
+        return search_subtree(self.h, self.cube, prefix, bound, self.all_solutions,
+                              self.budget)
+
+    def _ordered_leaves(self, bound):
+        leaves, gen, exp = self.front.leaves(bound)
+        if self.order == "serial":
+            leaves.sort()      # lists compare move by move: depth-first order
+        else:
+            prev, front = self.prev, self.front
+            leaves.sort(key=lambda p: (-prev.get(tuple(p), 0),
+                                       front.hval(p) if len(p) < bound else 0))
+        return leaves, gen, exp
+
+    def _collect(self, results, local, rnd):
+        """Take results until the first solution (unless all are wanted); cancel the rest."""
+        found, counts, gen, exp = [], {}, 0, 0
+        for r in results:
+            if r is None:
+                continue
+            gen += r["generated"]
+            exp += r["expanded"]
+            if r["prefix"] or not local:
+                counts[tuple(r["prefix"])] = r["generated"]
+            w = self.workers[r["rank"]]
+            w["tasks"] += 1
+            w["generated"] += r["generated"]
+            w["seconds"] += r["seconds"]
+            found.extend(r["solutions"])
+            if found and not self.all_solutions:
+                if rnd is not None:
+                    rnd.cancel()
+                break
+        return found, counts, gen, exp
+
+    def split_dominant(self, counts, bound):
+        """Adaptive split: subtrees above 1/max(SPLIT_PIECES, 8 workers) of this iteration
+        go out as their children next time."""
+        if not self.adaptive or not counts:
+            return
+        total = sum(counts.values())
+        pieces = max(SPLIT_PIECES, 8 * self.nworkers)
+        for p, n in counts.items():
+            if n > total / pieces and len(p) < bound - 1:
+                self.front.deep.add(p)
 
 
 def prefixes_at(depth):

@@ -1,0 +1,164 @@
+"""Two workers against one on optimal solves of random cubes, side by side.
+
+    python benchmarks/rubik_speedup.py [--seeds 0-19] [--heuristic huge] [--order serial]
+                                       [--split adaptive] [--compare largest:2]
+
+For every cube ``Cube.random(seed)`` (seeds fixed here) the solve runs on pyfw.farm with
+one worker (2 ranks) and with two (3 ranks), one launch each, alternating per cube so that
+the shared machine's drift hits both alike; tables are loaded and the JIT is warm before
+the clock starts. Reported per cube: solve seconds, nodes generated, and the 2-vs-1 speedup
+and nodes ratio; over all cubes: median and geometric mean speedup, the worst cube.
+``--compare ORDER:SPLIT`` runs a second configuration the same way (e.g. the previous
+default, ``largest:2``). Writes ``benchmarks/results/rubik_speedup.json`` and ``.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, ROOT)
+
+
+def _split(text):
+    return text if text == "adaptive" else int(text)
+
+
+def mpi_solve(heuristic, seed, order, split, depth):
+    """Under mpiexec: one warm solve of Cube.random(seed); rank 0 prints a RESULT line."""
+    from apps.rubik import Cube, Heuristic
+    from apps.rubik.parallel import preload, solve_parallel
+    from pyfw.farm import Farm
+    with Farm(None, setup=preload, setup_args=(heuristic,), pipeline_depth=depth) as farm:
+        if farm.is_master:
+            h = Heuristic(heuristic, progress=False)
+            solve_parallel("R U F", farm, tables=h, local_nodes=0)   # workers' JIT and tables
+            cube = Cube.random(seed)
+            t = time.perf_counter()
+            r = solve_parallel(cube, farm, tables=h, order=order, split=split)
+            dt = time.perf_counter() - t
+            assert cube.apply(r.solution).is_solved
+            print("RESULT " + json.dumps({
+                "seed": seed, "seconds": dt, "length": r.length, "generated": r.generated,
+                "workers": farm.num_workers, "order": order, "split": split, "depth": depth,
+                "last_bound_nodes": r.iterations[-1].generated}), flush=True)
+
+
+def launch(ranks, heuristic, seed, order, split, depth, timeout):
+    cmd = ["pyfw-run", "-n", str(ranks), "--timeout", str(timeout), "--", sys.executable,
+           os.path.abspath(__file__), "--mpi", str(seed), "--heuristic", heuristic,
+           "--order", order, "--split", str(split)]
+    if depth:
+        cmd += ["--pipeline-depth", str(depth)]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout + 60)
+    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+    if p.returncode != 0 or not line:
+        raise SystemExit(f"launch failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-2000:]}"
+                         f"\n{p.stderr[-2000:]}")
+    return json.loads(line[0][7:])
+
+
+def summarise(cubes):
+    sp = [c["speedup"] for c in cubes]
+    srt = sorted(sp)
+    med = srt[len(srt) // 2] if len(srt) % 2 else 0.5 * (srt[len(srt) // 2 - 1] + srt[len(srt) // 2])
+    worst = min(cubes, key=lambda c: c["speedup"])
+    return {"cubes": len(cubes), "median_speedup": med,
+            "geomean_speedup": math.exp(sum(math.log(x) for x in sp) / len(sp)),
+            "min_speedup": worst["speedup"], "worst_seed": worst["seed"],
+            "max_speedup": max(sp),
+            "median_nodes_ratio": sorted(c["nodes_ratio"] for c in cubes)[len(cubes) // 2],
+            "median_seconds_2_workers": sorted(c["two"]["seconds"] for c in cubes)[len(cubes) // 2],
+            "below_1_3": sum(1 for x in sp if x < 1.3)}
+
+
+def run_config(seeds, heuristic, order, split, depth, timeout):
+    cubes = []
+    for seed in seeds:
+        one = launch(2, heuristic, seed, order, split, depth, timeout)
+        two = launch(3, heuristic, seed, order, split, depth, timeout)
+        assert one["length"] == two["length"], (one, two)
+        c = {"seed": seed, "length": one["length"], "one": one, "two": two,
+             "speedup": one["seconds"] / two["seconds"],
+             "nodes_ratio": two["generated"] / one["generated"]}
+        cubes.append(c)
+        print(f"{order}/{split}/{depth} seed {seed}: {c['length']} moves, 1 worker {one['seconds']:.2f} s "
+              f"({one['generated'] / 1e6:.0f} M nodes), 2 workers {two['seconds']:.2f} s "
+              f"({two['generated'] / 1e6:.0f} M): {c['speedup']:.2f}x, nodes x{c['nodes_ratio']:.2f}",
+              flush=True)
+    return {"order": order, "split": split, "pipeline_depth": depth, "cubes": cubes,
+            "summary": summarise(cubes)}
+
+
+def plot(configs, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for k, cfg in enumerate(configs):
+        xs = [c["seed"] + 0.2 * k for c in cfg["cubes"]]
+        ax.bar(xs, [c["speedup"] for c in cfg["cubes"]], width=0.2 if len(configs) > 1 else 0.6,
+               label=f"order={cfg['order']}, split={cfg['split']} "
+                     f"(geo-mean {cfg['summary']['geomean_speedup']:.2f}x)")
+    ax.axhline(2, c="k", lw=0.8, ls=":")
+    ax.axhline(1.3, c="r", lw=0.8, ls=":")
+    ax.set_xlabel("cube (Cube.random seed)")
+    ax.set_ylabel("solve time, 1 worker / 2 workers")
+    ax.set_title("optimal solves: 2 workers vs 1 on pyfw.farm")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="0-19")
+    ap.add_argument("--heuristic", default="huge")
+    ap.add_argument("--order", default="serial")
+    ap.add_argument("--split", type=_split, default="adaptive")
+    ap.add_argument("--pipeline-depth", type=int, default=None,
+                    help="chunks in flight per worker (default: the farm's automatic depth)")
+    ap.add_argument("--compare", default=None, metavar="ORDER:SPLIT[:DEPTH]")
+    ap.add_argument("--timeout", type=float, default=900.0, help="per launch, seconds")
+    ap.add_argument("--out", default=os.path.join(RESULTS, "rubik_speedup"))
+    ap.add_argument("--mpi", type=int, default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.mpi is not None:
+        return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth)
+    lo, _, hi = a.seeds.partition("-")
+    seeds = list(range(int(lo), int(hi or lo) + 1))
+    t0 = time.time()
+    configs = [run_config(seeds, a.heuristic, a.order, a.split, a.pipeline_depth, a.timeout)]
+    if a.compare:
+        order, split, *depth = a.compare.split(":")
+        configs.append(run_config(seeds, a.heuristic, order, _split(split),
+                                  int(depth[0]) if depth else None, a.timeout))
+    for cfg in configs:
+        s = cfg["summary"]
+        print(f"order={cfg['order']} split={cfg['split']} depth={cfg['pipeline_depth']}: geo-mean {s['geomean_speedup']:.2f}x, "
+              f"median {s['median_speedup']:.2f}x, worst {s['min_speedup']:.2f}x (seed "
+              f"{s['worst_seed']}), {s['below_1_3']} below 1.3x, median nodes ratio "
+              f"{s['median_nodes_ratio']:.2f}, median 2-worker solve "
+              f"{s['median_seconds_2_workers']:.1f} s")
+    d = {"command": "python benchmarks/rubik_speedup.py " + " ".join(argv or sys.argv[1:]),
+         "machine": {"host": platform.node(), "cores": os.cpu_count(),
+                     "load": os.getloadavg()[0]},
+         "heuristic": a.heuristic, "seeds": seeds, "configs": configs,
+         "seconds": time.time() - t0}
+    with open(a.out + ".json", "w") as fh:
+        json.dump(d, fh, indent=1)
+    plot(configs, a.out + ".png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
