@@ -63,10 +63,13 @@ class Backoff:
         self._since = None
 
     def reset(self) -> None:
+        """Back to the shortest sleep (something happened)."""
         self.delay = 0.0
         self._since = None
 
     def sleep(self) -> None:
+        """Wait once: yield the CPU during the first ``spin`` seconds, then sleep, doubling
+        the sleep up to ``tmax``."""
         if self.spin > 0:
             now = time.perf_counter()
             if self._since is None:
@@ -231,11 +234,13 @@ class Comm:
 
     # ---------------------------------------------------------------- buffer path
     def Send(self, buf: np.ndarray, dest: int, tag: int = 0) -> None:
+        """Blocking buffer send (mpi4py's ``Send``), counted in the traffic counters."""
         self._shape(dest, buf.nbytes)
         self._count_send(dest, buf.nbytes)
         self._call(self.mpi.Send, buf, dest, tag)
 
     def Recv(self, buf: np.ndarray, source: int, tag: int = 0) -> None:
+        """Blocking buffer receive (mpi4py's ``Recv``), counted in the traffic counters."""
         self._call(self.mpi.Recv, buf, source, tag)
         self._count_recv(source, buf.nbytes)
 
@@ -257,11 +262,13 @@ class Comm:
 
     def Irecv(self, buf: np.ndarray, source: int, tag: int = 0) -> MPI.Request:
         # counted when posted: the bytes are on their way and this keeps Waitall cheap
+        """Non-blocking buffer receive, counted when posted."""
         self._count_recv(source, buf.nbytes)
         return self._call(self.mpi.Irecv, buf, source, tag)
 
     def Sendrecv(self, sendbuf: np.ndarray, dest: int, recvbuf: np.ndarray, source: int,
                  sendtag: int = 0, recvtag: int = 0) -> None:
+        """Buffer send-receive (mpi4py's ``Sendrecv``), counted both ways."""
         self._shape(dest, sendbuf.nbytes)
         self._count_send(dest, sendbuf.nbytes)
         self._call(self.mpi.Sendrecv, sendbuf, dest, sendtag, recvbuf, source, recvtag)
@@ -378,6 +385,7 @@ class Comm:
                 "recv_msgs": self.recv_msgs.tolist(), "recv_bytes": self.recv_bytes.tolist()}
 
     def reset_traffic(self) -> None:
+        """Zero the per-peer byte and message counters."""
         for a in (self.sent_msgs, self.sent_bytes, self.recv_msgs, self.recv_bytes):
             a[:] = 0
 
@@ -396,6 +404,7 @@ class DeferredSend:
         self.req: MPI.Request | None = None
 
     def Test(self) -> bool:
+        """True once the emulated delay has passed and the real send completed."""
         if self.req is None:
             if time.perf_counter() < self.due:
                 return False
@@ -403,9 +412,11 @@ class DeferredSend:
         return self.req.Test()
 
     def Wait(self, timeout: float | None = None) -> None:
+        """Block until the send completed (after its emulated delay)."""
         waitall([self], timeout)
 
     def Cancel(self) -> None:
+        """Drop the send if it has not left yet."""
         if self.req is not None:
             self.req.Cancel()
         self.due = float("inf")

@@ -128,6 +128,7 @@ class DeliveryShaper(LinkShaper):
     """
 
     def delay(self, peer: int, nbytes: int) -> float:
+        """No delay at the sender (0): this shaper holds messages on arrival instead."""
         return 0.0
 
     def arrival(self, peer: int, nbytes: int) -> float:

@@ -38,10 +38,17 @@ from .tissues import T_ARTERIAL_KNEE  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:
+    """The ``python -m apps.knee`` command line."""
     p = argparse.ArgumentParser(prog="python -m apps.knee",
                                 description="3-D Pennes bioheat simulation of a cooled knee "
                                             "(explicit FD, slab decomposition over MPI ranks).")
-    g = p.add_argument_group("model")
+    _model_options(p.add_argument_group("model"))
+    _run_options(p.add_argument_group("run"))
+    _output_options(p.add_argument_group("output"))
+    return p
+
+
+def _model_options(g) -> None:
     g.add_argument("--shape", type=int, nargs=3, default=(200, 160, 160),
                    metavar=("NZ", "NY", "NX"), help="grid, z along the leg (default 200 160 160)")
     g.add_argument("--dx", type=float, default=1.0, help="voxel size in mm (default 1)")
@@ -76,7 +83,9 @@ def parser() -> argparse.ArgumentParser:
                         "(default 10)")
     g.add_argument("--set", type=_override, action="append", default=[], metavar="T.P=V",
                    help="override a tissue property, e.g. muscle.perfusion=5e-4 (repeatable)")
-    r = p.add_argument_group("run")
+
+
+def _run_options(r) -> None:
     r.add_argument("--minutes", type=float, default=90.0, help="cooling time (default 90)")
     r.add_argument("--steps", type=int, default=None, help="stop at this step instead")
     r.add_argument("--dt", type=float, default=None,
@@ -87,7 +96,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-overlap", action="store_true", help="complete halos before computing")
     r.add_argument("--slowdown", type=_slowdown, action="append", default=[],
                    metavar="RANK=F", help="emulate a rank F times slower (benchmarks, tests)")
-    o = p.add_argument_group("output")
+
+
+def _output_options(o) -> None:
     o.add_argument("--out", default="knee-out", help="output directory (default knee-out)")
     o.add_argument("--history-every", type=float, default=60.0, help="seconds of simulated time between point-temperature records (default 60)")
     o.add_argument("--snapshot-every", type=float, default=30.0,
@@ -100,7 +111,6 @@ def parser() -> argparse.ArgumentParser:
                         "come from the checkpoint)")
     o.add_argument("--no-plots", action="store_true", help="skip the PNG plots (cross-sections, temperature vs time)")
     o.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    return p
 
 
 def main(argv=None, comm=None) -> int:
@@ -146,12 +156,61 @@ def sensitivity_band(p, summ) -> dict | None:
             "method": "one parameter at a time over its range, quadrature sum"}
 
 
+def _start(args, comm, log, kw):
+    """A KneeRun restarted from ``--restart`` or set up from the options and brought to its
+    uncooled steady state."""
+    from .model import KneeRun, Params
+    if args.restart:
+        run = KneeRun.restart(comm, args.restart, **kw)
+        log(f"restarted from {args.restart} at step {run.solver.step_count} "
+            f"({run.solver.time / 60:.1f} min) on {comm.size} rank(s)")
+        s = run.solver
+        end = args.steps if args.steps is not None else math.ceil(
+            args.minutes * 60.0 / s.dt - 1e-9)
+        if s.step_count >= end:
+            asked = f"step {args.steps}" if args.steps is not None else f"{args.minutes:g} min"
+            log(f"the checkpoint is already at step {s.step_count} ({s.time / 60:.1f} min), "
+                f"the end asked for ({asked}): nothing to run; give a later --minutes (or "
+                f"--steps) to continue")
+        return run
+    p = Params(shape=tuple(args.shape), dx_mm=args.dx, device=args.device,
+               sides=tuple(s for s in args.sides.split(",") if s),
+               thickness_mm=args.thickness, length_mm=args.length,
+               bandage_mm=args.bandage, pack_temp=args.pack_temp, pack=args.pack,
+               t_arterial=args.t_arterial, perfusion_every=args.perfusion_every,
+               cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
+               overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol)
+    run = KneeRun(comm, p, **kw)
+    run.steady_state()
+    run.start_cooling()
+    return run
+
+
+def _report(log, run, summ, band, perf, comm) -> None:
+    """The end-of-run lines (rank 0): performance, drops, the band, clinical anchors."""
+    log(f"{run.steps_done} steps in {run.wall:.1f} s ({perf['mlups']:.0f} M voxel "
+        f"updates/s over {comm.size} rank(s)), {run.dom.moves} rebalance(s), "
+        f"final slabs {run.dom.cuts.tolist()}")
+    log("temperature at t = 0 and drop (C) after cooling:")
+    for k, v in summ["t0"].items():
+        drops = "  ".join(f"{m} min: {d[k]:5.2f}" for m, d in summ["drop"].items())
+        log(f"  {k:24s} {v:6.2f} C   {drops}")
+    if band is not None:
+        log(f"{band['point'].replace('_', ' ')} drop with the band of the sensitivity "
+            f"study ({band['method']}):")
+        for m, (d, lo, hi) in band["drops"].items():
+            log(f"  {m:>4} min: {d:5.2f} C  ({lo:.2f} .. {hi:.2f} C)")
+    log("clinical anchors (ice on the knee, intra-articular probes):"
+        "\n  suprapatellar pouch, healthy knees, ice bag: median drop 3.3 / 12.8 / 15.2 C "
+        "at 30 / 60 / 90 min (Warren 2004)\n  medial gutter and suprapatellar pouch "
+        "after arthroscopy, 1 h of ice: 2.7-5 C (Martin 2002)\n  uncooled knee: 34.8 +- 1 C "
+        "at the start of surgery (1998); 31.4-32.2 C in the notch at rest (Becher 2008)")
+
+
 def _run(args, comm) -> int:
     import numpy as np
 
     from pyfw.domain import io as dio
-
-    from .model import KneeRun, Params
 
     quiet = args.quiet or comm.rank != 0
     log = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
@@ -162,28 +221,7 @@ def _run(args, comm) -> int:
     ckpt = args.checkpoint or os.path.join(out, "ckpt.h5")
     if comm.rank == 0:
         os.makedirs(out, exist_ok=True)
-    if args.restart:
-        run = KneeRun.restart(comm, args.restart, **kw)
-        log(f"restarted from {args.restart} at step {run.solver.step_count} "
-            f"({run.solver.time / 60:.1f} min) on {comm.size} rank(s)")
-        s = run.solver
-        end = args.steps if args.steps is not None else math.ceil(
-            args.minutes * 60.0 / s.dt - 1e-9)
-        if s.step_count >= end:
-            log(f"the checkpoint is already at step {s.step_count} ({s.time / 60:.1f} min), "
-                f"the end asked for ({'step ' + str(args.steps) if args.steps is not None else f'{args.minutes:g} min'}): "
-                f"nothing to run; give a later --minutes (or --steps) to continue")
-    else:
-        p = Params(shape=tuple(args.shape), dx_mm=args.dx, device=args.device,
-                   sides=tuple(s for s in args.sides.split(",") if s),
-                   thickness_mm=args.thickness, length_mm=args.length,
-                   bandage_mm=args.bandage, pack_temp=args.pack_temp, pack=args.pack,
-                   t_arterial=args.t_arterial, perfusion_every=args.perfusion_every,
-                   cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
-                   overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol)
-        run = KneeRun(comm, p, **kw)
-        run.steady_state()
-        run.start_cooling()
+    run = _start(args, comm, log, kw)
     s = run.solver
     log(f"grid {run.geo.shape} on {comm.size} rank(s), slabs {run.dom.cuts.tolist()}, "
         f"dt = {s.dt:.4g} s (limit {s.dt_limit:.4g} s), device {run.p.device} on "
@@ -216,23 +254,7 @@ def _run(args, comm) -> int:
         with open(os.path.join(out, "summary.json"), "w") as f:
             json.dump({"params": json.loads(run.p.key()), "summary": summ, "perf": perf,
                        "tissue_stats": stats, "history": run.history}, f, indent=1)
-        log(f"{run.steps_done} steps in {run.wall:.1f} s ({perf['mlups']:.0f} M voxel "
-            f"updates/s over {comm.size} rank(s)), {run.dom.moves} rebalance(s), "
-            f"final slabs {run.dom.cuts.tolist()}")
-        log("temperature at t = 0 and drop (C) after cooling:")
-        for k, v in summ["t0"].items():
-            drops = "  ".join(f"{m} min: {d[k]:5.2f}" for m, d in summ["drop"].items())
-            log(f"  {k:24s} {v:6.2f} C   {drops}")
-        if band is not None:
-            log(f"{band['point'].replace('_', ' ')} drop with the band of the sensitivity "
-                f"study ({band['method']}):")
-            for m, (d, lo, hi) in band["drops"].items():
-                log(f"  {m:>4} min: {d:5.2f} C  ({lo:.2f} .. {hi:.2f} C)")
-        log("clinical anchors (ice on the knee, intra-articular probes):"
-            "\n  suprapatellar pouch, healthy knees, ice bag: median drop 3.3 / 12.8 / 15.2 C "
-            "at 30 / 60 / 90 min (Warren 2004)\n  medial gutter and suprapatellar pouch "
-            "after arthroscopy, 1 h of ice: 2.7-5 C (Martin 2002)\n  uncooled knee: 34.8 +- 1 C "
-            "at the start of surgery (1998); 31.4-32.2 C in the notch at rest (Becher 2008)")
+        _report(log, run, summ, band, perf, comm)
         if not args.no_plots:
             from .plots import plot_all
             files = plot_all(out, run, field, tid)

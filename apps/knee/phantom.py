@@ -149,7 +149,7 @@ def _ellipse(y, x, ay, ax):
 def planes(geo: Geometry, z0: int, z1: int) -> np.ndarray:
     """Tissue ids of global planes ``z0:z1``, shape ``(z1 - z0, ny, nx)``, dtype uint8."""
     nz, ny, nx = geo.shape
-    d, s, R = geo.dx, geo.scale, geo.outer_radius()
+    d, R = geo.dx, geo.outer_radius()
     zj, yc, xc = geo.centre()
     z = (np.arange(z0, z1) * d - zj)[:, None, None]
     y = (np.arange(ny) * d - yc)[None, :, None]
@@ -163,8 +163,25 @@ def planes(geo: Geometry, z0: int, z1: int) -> np.ndarray:
     out[leg] = ID["muscle"]
     out[leg & (depth < 10.0)] = ID["fat"]
     out[leg & (depth < 2.0)] = ID["skin"]
+    _bones_and_joint(out, geo, z, y, x)
+    _patella(out, geo, z, y, x, ay)
+    if geo.device != "none":
+        _device(out, geo, z, y, x, ax, ay, depth)
+    # grid boundary: insulator at the cut ends, air around
+    if z0 == 0:
+        out[0] = np.where(out[0] == ID["air"], ID["air"], ID["insulator"])
+    if z1 == nz:
+        out[-1] = np.where(out[-1] == ID["air"], ID["air"], ID["insulator"])
+    out[:, 0, :] = out[:, -1, :] = ID["air"]
+    out[:, :, 0] = out[:, :, -1] = ID["air"]
+    return out
 
-    # bones: elliptic sections blending from shaft to condyle/plateau near the joint
+
+def _bones_and_joint(out, geo, z, y, x) -> None:
+    """Femur and tibia (elliptic sections blending from shaft to condyle/plateau near the
+    joint, cortical shell, cartilage caps), the joint space, and the suprapatellar pouch."""
+    shp = out.shape
+    d, s = geo.dx, geo.scale
     gap = max(3.0 * s, d)
     cart = max(2.5 * s, d)
     yf = geo.bone_shift()
@@ -195,33 +212,29 @@ def planes(geo: Geometry, z0: int, z1: int) -> np.ndarray:
             out[kz][sel & (out[kz] == ID["muscle"]) | sel & (out[kz] == ID["fat"])] = \
                 ID["synovial_fluid"]
 
-    # patella, with cartilage on its posterior face
+
+def _patella(out, geo, z, y, x, ay) -> None:
+    """The patella, with cartilage on its posterior face."""
+    s = geo.scale
     py = ay - 2.0 - 4.0 * s - 10.0 * s          # 6 mm of skin + fat in front of it
     e = ((z - 10.0 * s) / (24.0 * s)) ** 2 + ((y - py) / (10.0 * s)) ** 2 + (x / (22.0 * s)) ** 2
     pat = e <= 1.0
     out[pat] = ID["cortical_bone"]
     out[pat & (e < (1.0 - 2.0 * s / (10.0 * s)) ** 2)] = ID["cancellous_bone"]
-    out[pat & np.broadcast_to(y < py - 6.0 * s, shp)] = ID["cartilage"]
+    out[pat & np.broadcast_to(y < py - 6.0 * s, out.shape)] = ID["cartilage"]
 
-    # cooling device outside the skin
-    if geo.device != "none":
-        ang = np.degrees(np.arctan2(y / ay, x / ax)) % 360.0
-        sector = np.zeros((1, ny, nx), dtype=bool)
-        for side in geo.sides:
-            diff = np.abs((ang - SIDES[side] + 180.0) % 360.0 - 180.0)
-            sector |= diff <= 50.0
-        over = np.broadcast_to(np.abs(z) <= geo.length / 2, shp) & np.broadcast_to(sector, shp)
-        outside = -depth                                          # mm outside the skin
-        band = over & (outside > 0) & (outside <= geo.bandage)
-        dev = over & (outside > geo.bandage) & (outside <= geo.device_depth())
-        out[band] = ID["bandage"]
-        out[dev] = ID["gel"] if geo.device == "gel" else ID["cuff"]
 
-    # grid boundary: insulator at the cut ends, air around
-    if z0 == 0:
-        out[0] = np.where(out[0] == ID["air"], ID["air"], ID["insulator"])
-    if z1 == nz:
-        out[-1] = np.where(out[-1] == ID["air"], ID["air"], ID["insulator"])
-    out[:, 0, :] = out[:, -1, :] = ID["air"]
-    out[:, :, 0] = out[:, :, -1] = ID["air"]
-    return out
+def _device(out, geo, z, y, x, ax, ay, depth) -> None:
+    """The cooling device (and the dressing under it) outside the skin, over its sides."""
+    shp = out.shape
+    ang = np.degrees(np.arctan2(y / ay, x / ax)) % 360.0
+    sector = np.zeros((1,) + shp[1:], dtype=bool)
+    for side in geo.sides:
+        diff = np.abs((ang - SIDES[side] + 180.0) % 360.0 - 180.0)
+        sector |= diff <= 50.0
+    over = np.broadcast_to(np.abs(z) <= geo.length / 2, shp) & np.broadcast_to(sector, shp)
+    outside = -depth                                              # mm outside the skin
+    band = over & (outside > 0) & (outside <= geo.bandage)
+    dev = over & (outside > geo.bandage) & (outside <= geo.device_depth())
+    out[band] = ID["bandage"]
+    out[dev] = ID["gel"] if geo.device == "gel" else ID["cuff"]

@@ -70,6 +70,7 @@ class SmpAllgather:
 
     @property
     def nnodes(self) -> int:
+        """Number of shared-memory nodes in the communicator."""
         return len(self.leaders)
 
     # -------------------------------------------------------------- shared memory

@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``python -m pyfw.coll.tune`` entry point (collective over the job's ranks)."""
     from . import tuner
     from .dispatch import COLLECTIVES
     ap = build_parser()

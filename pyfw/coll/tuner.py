@@ -55,6 +55,7 @@ DEFAULT_SIZES = [0] + [4 ** i for i in range(11)]
 
 
 def library() -> str:
+    """The directory of tuned tables (``$PYFW_COLL_CACHE`` or ``~/.cache/pyfw/coll``)."""
     return MPI.Get_library_version().splitlines()[0].split(",")[0].strip() + \
         f" / mpi4py {mpi4py.__version__}"
 
@@ -69,6 +70,7 @@ def cache_dir() -> str:
 
 
 def table_path(desc: dict, directory: str | None = None) -> str:
+    """The table file for this machine and communicator layout."""
     return os.path.join(directory or cache_dir(), f"coll-{desc['key']}.json")
 
 
@@ -159,6 +161,24 @@ def _screen_winner(got: dict, margin: float) -> str | None:
     return best if _wins(ratios, margin) else None
 
 
+def _beats_native(entry: dict, best: str, i: int, t: dict, d: dict, margin: float) -> bool:
+    """Whether ``best`` wins over native at measured size index ``i`` (see
+    :func:`decide_entry`): ``t`` the times with the link shifts ``d`` added."""
+    ratios = _round_ratios(entry, best, i, d[best], d["native"])
+    conf = (entry.get("confirm") or [None] * len(entry["sizes"]))[i]
+    if conf is not None and conf["alg"] == best:  # the one-to-one re-measurement
+        ratios = [(x + d[best]) / (y + d["native"])
+                  for x, y in zip(conf["rounds"], conf["native"]) if y + d["native"] > 0]
+    elif "confirm" in entry and not any(d.values()):
+        ratios = []  # the screen found no win at this size (links unchanged)
+    if ratios or "confirm" in entry:
+        return t[best] < (1.0 - margin) * t["native"] and _wins(ratios, margin)
+    ok = t[best] < (1.0 - margin) * t["native"]
+    if ok and "max" in entry:
+        ok = entry["max"][best][i] + d[best] < t["native"]
+    return ok
+
+
 def decide_entry(entry: dict, margin: float, coll: str | None = None, p: int | None = None,
                  links=None) -> list[str]:
     """Algorithm name per bucket (``NBUCKETS`` of them) for one collective's table entry.
@@ -195,22 +215,9 @@ def decide_entry(entry: dict, margin: float, coll: str | None = None, p: int | N
         d = {a: shift(a, n) for a in algs}
         t = {a: med[a][i] + d[a] for a in algs}
         best = min(t, key=lambda a: (t[a], a != "native"))
-        if best != "native" and "native" in t:
-            ratios = _round_ratios(entry, best, i, d[best], d["native"])
-            conf = (entry.get("confirm") or [None] * len(sizes))[i]
-            if conf is not None and conf["alg"] == best:  # the one-to-one re-measurement
-                ratios = [(x + d[best]) / (y + d["native"])
-                          for x, y in zip(conf["rounds"], conf["native"]) if y + d["native"] > 0]
-            elif "confirm" in entry and not any(d.values()):
-                ratios = []  # the screen found no win at this size (links unchanged)
-            if ratios or "confirm" in entry:
-                ok = t[best] < (1.0 - margin) * t["native"] and _wins(ratios, margin)
-            else:
-                ok = t[best] < (1.0 - margin) * t["native"]
-                if ok and "max" in entry:
-                    ok = entry["max"][best][i] + d[best] < t["native"]
-            if not ok:
-                best = "native"
+        if best != "native" and "native" in t and not _beats_native(entry, best, i, t, d,
+                                                                     margin):
+            best = "native"
         out[k] = best
     measured = sorted(by_bucket)
     for k in range(NBUCKETS):
@@ -285,6 +292,25 @@ def measure(comm, fn, args, budget: float = 0.02, min_iters: int = 5,
     return measure_interleaved(comm, {"x": fn}, args, budget, 1, min_iters, max_iters)["x"][0]
 
 
+def _calibrate(c, calls, args, budget, min_iters, max_iters) -> int:
+    """Warm every function up (lazy set-up happens here, collectively) and return the
+    iterations per round that fit ``budget``, the same on every rank."""
+    pc = time.perf_counter
+    first = []
+    for f in calls:
+        c.Barrier()
+        t0 = pc()
+        f(*args)
+        first.append(pc() - t0)
+    first = c.allreduce(sum(first), op=MPI.MAX)
+    iters = int(min(max_iters, max(min_iters, budget / max(first, 1e-7))))
+    for _ in range(max(1, iters // 10)):
+        for f in calls:
+            c.Barrier()
+            f(*args)
+    return iters
+
+
 def measure_interleaved(comm, fns: dict, args, budget: float = 0.02, rounds: int = 3,
                         min_iters: int = 5, max_iters: int = 1000,
                         blocks: bool = False) -> dict[str, list[float]]:
@@ -310,19 +336,8 @@ def measure_interleaved(comm, fns: dict, args, budget: float = 0.02, rounds: int
     names = list(fns)
     calls = [fns[n] for n in names]
     pc = time.perf_counter
-    first = []
-    for f in calls:  # warm-up and calibration (lazy set-up happens here, collectively)
-        c.Barrier()
-        t0 = pc()
-        f(*args)
-        first.append(pc() - t0)
-    first = c.allreduce(sum(first), op=MPI.MAX)
-    iters = int(min(max_iters, max(min_iters, budget / max(first, 1e-7))))
+    iters = _calibrate(c, calls, args, budget, min_iters, max_iters)
     m = len(calls)
-    for j in range(max(1, iters // 10)):
-        for f in calls:
-            c.Barrier()
-            f(*args)
     ts = np.empty((rounds, iters, m))
     barrier = c.Barrier
     # a fresh order every iteration, the same on every rank (fixed seed): each function

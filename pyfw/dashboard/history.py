@@ -24,6 +24,7 @@ class History:
         return len(self.points)
 
     def add(self, seq: int, point) -> None:
+        """Append one sample (the oldest drop out beyond the window)."""
         self.seqs.append(seq)
         self.points.append(point)
         if len(self.points) > self.maxlen:

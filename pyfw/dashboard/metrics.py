@@ -33,12 +33,14 @@ class Family:
         self.samples: list[str] = []
 
     def add(self, labels: dict, value) -> None:
+        """Add one sample with its labels."""
         if value is None:
             return
         inner = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
         self.samples.append(f"{self.name}{{{inner}}} {_number(value)}")
 
     def text(self) -> str:
+        """The family in Prometheus text format."""
         help_text = self.help.replace("\\", "\\\\").replace("\n", "\\n")
         return "\n".join([f"# HELP {self.name} {help_text}", f"# TYPE {self.name} {self.kind}",
                           *self.samples])

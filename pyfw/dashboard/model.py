@@ -15,6 +15,7 @@ class Rate:
         self.samples: deque = deque()
 
     def add(self, t: float, count: float) -> float | None:
+        """Add ``n`` events at time ``t``."""
         s = self.samples
         s.append((t, count))
         while len(s) > 2 and t - s[1][0] >= self.window:

@@ -124,6 +124,7 @@ class SlabDomain:
 
     @property
     def plane_shape(self) -> tuple[int, int]:
+        """(ny, nx) of every plane."""
         return self.shape[1:]
 
     @property

@@ -34,7 +34,6 @@ from bisect import bisect_left, insort
 from collections import deque
 from typing import Iterable, NamedTuple
 
-import numpy as np
 
 __all__ = ["Forecast", "Forecaster", "LastValue", "RunningMean", "SlidingMean",
            "SlidingMedian", "ExpSmoothing", "default_forecasters", "ForecasterBank",
@@ -53,35 +52,43 @@ class Forecaster:
     name = "forecaster"
 
     def predict(self) -> float:
+        """The forecast of the next value (NaN before any update)."""
         raise NotImplementedError
 
     def update(self, x: float) -> None:
+        """Add one measured value."""
         raise NotImplementedError
 
 
 class LastValue(Forecaster):
+    """Forecast: the last value (NWS "last")."""
     name = "last"
 
     def __init__(self):
         self.x = math.nan
 
     def predict(self):
+        """The last value."""
         return self.x
 
     def update(self, x):
+        """Remember ``x``."""
         self.x = x
 
 
 class RunningMean(Forecaster):
+    """Forecast: the mean of every value so far."""
     name = "mean"
 
     def __init__(self):
         self.n, self.s = 0, 0.0
 
     def predict(self):
+        """The running mean."""
         return self.s / self.n if self.n else math.nan
 
     def update(self, x):
+        """Add ``x`` to the mean."""
         self.n += 1
         self.s += x
 
@@ -139,12 +146,15 @@ class SlidingMean(Forecaster):
 
     @property
     def buf(self):
+        """The values in the window, oldest first."""
         return self.win.buf
 
     def predict(self):
+        """The mean over the window."""
         return self.win.mean()
 
     def update(self, x):
+        """Add ``x``, dropping the oldest value beyond the window."""
         self.win.append(x)
 
 
@@ -158,6 +168,7 @@ class SlidingMedian(Forecaster):
         self.name = f"median{window}"
 
     def predict(self):
+        """The median over the window."""
         s = self.sorted
         n = len(s)
         if not n:
@@ -166,6 +177,7 @@ class SlidingMedian(Forecaster):
         return s[h] if n % 2 else 0.5 * (s[h - 1] + s[h])
 
     def update(self, x):
+        """Add ``x``, dropping the oldest value beyond the window."""
         if len(self.buf) == self.buf.maxlen:
             old = self.buf[0]
             del self.sorted[bisect_left(self.sorted, old)]
@@ -183,9 +195,11 @@ class ExpSmoothing(Forecaster):
         self.name = f"exp{gain:g}"
 
     def predict(self):
+        """The smoothed value."""
         return self.f
 
     def update(self, x):
+        """Smooth ``x`` in with the gain."""
         self.f = x if math.isnan(self.f) else self.f + self.gain * (x - self.f)
 
 
@@ -314,6 +328,7 @@ class LinkForecast:
             self.bandwidth.update(nbytes / rest)
 
     def predict(self) -> LinkEstimate:
+        """Forecast time of a message of ``nbytes`` on this link (latency + size / bandwidth)."""
         return LinkEstimate(self.latency.predict(), self.bandwidth.predict())
 
     def time(self, nbytes: float) -> float:
@@ -339,4 +354,5 @@ class RankSpeedForecast:
         self.bank.update(speed)
 
     def predict(self) -> Forecast:
+        """Forecast speed of the rank."""
         return self.bank.predict()

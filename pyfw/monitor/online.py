@@ -304,6 +304,7 @@ class OnlineMonitor:
         return lat, bw
 
     def speed(self, rank: int) -> RankSpeedForecast:
+        """Forecast speed of ``rank`` (work per compute second)."""
         return self._speeds[rank]
 
     def speeds(self) -> np.ndarray:

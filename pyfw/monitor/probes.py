@@ -242,6 +242,7 @@ class LinkMatrix:
 
     @property
     def size(self) -> int:
+        """Number of ranks."""
         return self.raw.shape[0]
 
     def hockney(self, i: int, j: int) -> Hockney:
@@ -266,6 +267,7 @@ class LinkMatrix:
 
     @classmethod
     def from_dict(cls, d: dict) -> "LinkMatrix":
+        """Rebuild a matrix from :meth:`to_dict` output."""
         raw = np.array(_none_to_nan(d["raw"]), dtype=float)
         return cls(d["sizes"], raw, d.get("method", "study"), d.get("reps", raw.shape[-1]),
                    d.get("iters", 1), d.get("meta", {}))

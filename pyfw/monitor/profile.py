@@ -83,6 +83,7 @@ class Profiler:
         self.start(since_process_start)
 
     def start(self, since_process_start: bool = False) -> None:
+        """Start counting: CPU, wall time and the communicator's traffic from now."""
         u = process_usage()
         n = self._size()
         if since_process_start:

@@ -24,6 +24,7 @@ __all__ = ["load", "render", "table", "plot"]
 
 
 def load(path: str) -> dict:
+    """Read a probe, transports or profile JSON."""
     with open(path) as f:
         return json.load(f)
 

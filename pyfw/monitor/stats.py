@@ -55,6 +55,7 @@ class Hockney(tuple):
 
     @property
     def bandwidth(self) -> float:
+        """Asymptotic bandwidth, bytes/s (1 / beta)."""
         return 1.0 / self.beta if self.beta > 0 else math.inf
 
     def time(self, nbytes: float) -> float:

@@ -143,6 +143,7 @@ def _shim_srun(info: dict, args: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``pyfw-cluster`` command line."""
     p = argparse.ArgumentParser(
         prog="pyfw-cluster", description="A multi-node test bed on one machine (root): "
         "network + UTS namespaces as nodes, real Open MPI daemons per node, tc caps, CPU "
@@ -178,6 +179,7 @@ _SHIMS = {"_mpiexec": _shim_mpiexec, "_srun": _shim_srun}
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``pyfw-cluster`` entry point."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) >= 3 and argv[0] == "--prefix" and argv[2] in _SHIMS:
         # a batch template's mpiexec/srun (see _shim_dir): its arguments are not ours

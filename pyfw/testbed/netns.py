@@ -128,6 +128,7 @@ class TestBed:
         self.state = os.path.join(STATE_DIR, prefix + ".json")
 
     def node(self, i: int) -> str:
+        """The node given by letter, index or name."""
         return f"{self.prefix}-{i}"
 
     def up(self, nodes: int = 2, slots: int = 2, links=None, slow=None, delay=None) -> dict:
@@ -319,12 +320,15 @@ def job_env(info: dict, base: dict | None = None) -> dict:
 
 
 def up(prefix: str = "pfw", **kw) -> dict:
+    """Bring up a test bed (see :meth:`TestBed.up`)."""
     return TestBed(prefix).up(**kw)
 
 
 def down(prefix: str = "pfw") -> None:
+    """Remove test bed ``prefix`` (see :meth:`TestBed.down`)."""
     TestBed(prefix).down()
 
 
 def status(prefix: str = "pfw") -> dict | None:
+    """The recorded state of test bed ``prefix``, or None."""
     return TestBed(prefix).status()
