@@ -114,9 +114,11 @@ class DomainSnapshot:
 class Channel(Protocol):
     """Where a runtime sends its snapshots (injected; e.g. a dashboard's source)."""
 
-    def publish(self, snapshot) -> None: ...
+    def publish(self, snapshot) -> None:
+        """Take the runtime's newest state (called on the runtime's own thread: be quick)."""
 
-    def close(self, snapshot) -> None: ...
+    def close(self, snapshot) -> None:
+        """Take the final state; the runtime publishes nothing after this."""
 
 
 def as_dict(snapshot) -> dict:

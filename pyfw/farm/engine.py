@@ -114,8 +114,9 @@ class Engine(Recovery):
                     break  # a task that ignores ctx.cancelled(); its result will be dropped
                 self.step()
 
-    def step(self) -> bool:
-        """One turn of the dispatch loop; returns True if anything happened."""
+    def step(self, wait: bool = True) -> bool:
+        """One turn of the dispatch loop; returns True if anything happened. An idle turn
+        sleeps the backoff unless ``wait`` is False (a caller with work of its own)."""
         self._check_broken()
         progressed = self._drain()
         if self.task_timeout is not None:
@@ -129,6 +130,8 @@ class Engine(Recovery):
                 self.comm.progress()
             except PeerFailure as exc:
                 self._lost(exc.ranks)
+            if not wait:
+                return progressed
             t0 = time.perf_counter()
             self.backoff.sleep()
             self.idle_master += time.perf_counter() - t0

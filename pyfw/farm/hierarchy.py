@@ -323,10 +323,12 @@ class SubMaster(_Worker):
             moved = self._accept()
             if self.forwards:
                 try:
-                    engine.step()   # dispatch to the node (sleeps its own backoff if idle)
-                    # then a piece here: while the node's workers are busy with theirs
-                    moved = self._work_locally() or moved
-                    engine.step()   # take in what came back meanwhile
+                    engine.step(wait=False)     # dispatch to the node's workers first
+                    # then a piece here while they are busy with theirs; only with none
+                    # to run here may the next turn sleep (an idle step sleeps its backoff)
+                    local = self._work_locally()
+                    engine.step(wait=not local)  # take in what came back meanwhile
+                    moved = local or moved
                 except FarmBroken:
                     self._node_lost()
                     continue
