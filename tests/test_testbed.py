@@ -42,3 +42,22 @@ def test_down_is_idempotent_and_complete(bed):
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert "pfwci" not in names and "pfwci" not in links
+
+
+def test_down_leaves_a_test_bed_whose_prefix_starts_the_same_alone():
+    # `down` of prefix "pfwt" once also deleted "pfwtx"'s host-side veths ("pfwtx0h" starts
+    # with "pfwt" and ends with "h"): a concurrent test bed lost its network mid-job
+    if REASON:
+        print(f"test bed unavailable: {REASON}")
+        pytest.skip(REASON)
+    other = TestBed("pfwtx")
+    try:
+        other.up(nodes=1, slots=1)
+        host_end = other.veth(0)[0]
+        TestBed("pfwt").down()
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        assert host_end in links and other.status() is not None
+    finally:
+        other.down()
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert "pfwtx" not in links

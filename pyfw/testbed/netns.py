@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import string
 import subprocess
@@ -112,7 +113,7 @@ def _has_netem(namespace: str) -> bool:
 
 
 class TestBed:
-    """Named nodes ``<prefix>-<i>``, bridge ``<prefix>br``, veth ``<prefix><i>h/<prefix><i>n``.
+    """Named nodes ``<prefix>-<i>``, bridge ``<prefix>br``, veth ``<prefix>-<i>h/<prefix>-<i>n``.
 
     ``with TestBed("pfw") as tb: info = tb.up(nodes=3, slots=2, links={1: "100mbit"},
     slow={2: 3})`` -- torn down on leaving the block, at exit and on SIGTERM/SIGHUP.
@@ -130,6 +131,10 @@ class TestBed:
     def node(self, i: int) -> str:
         """The node given by letter, index or name."""
         return f"{self.prefix}-{i}"
+
+    def veth(self, i: int) -> tuple[str, str]:
+        """Node ``i``'s veth pair: host end (on the bridge), node end (in its namespace)."""
+        return f"{self.prefix}-{i}h", f"{self.prefix}-{i}n"
 
     def up(self, nodes: int = 2, slots: int = 2, links=None, slow=None, delay=None) -> dict:
         """Create ``nodes`` nodes of ``slots`` ranks each (replacing this prefix's old ones).
@@ -161,7 +166,7 @@ class TestBed:
         _ip("addr", "add", f"{self.net}.254/24", "dev", br)
         _ip("link", "set", br, "up")
         for i in range(nodes):
-            name, h, n = self.node(i), f"{self.prefix}{i}h", f"{self.prefix}{i}n"
+            name, (h, n) = self.node(i), self.veth(i)
             _ip("netns", "add", name)
             _ip("link", "add", h, "type", "veth", "peer", "name", n)
             _ip("link", "set", n, "netns", name)
@@ -177,7 +182,7 @@ class TestBed:
                                  "kernel has no netem") if delay else None,
                 "cpu_method": _cpu_method() if slow else None, "nodes": []}
         for i in range(nodes):
-            name, h, n = self.node(i), f"{self.prefix}{i}h", f"{self.prefix}{i}n"
+            name, (h, n) = self.node(i), self.veth(i)
             rate = links.get(i)
             ends = (["tc", "qdisc", "add", "dev", h],
                     ["ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", n])
@@ -239,7 +244,7 @@ class TestBed:
                 _ip("netns", "del", name, check=False)
         for line in _ip("-o", "link", "show", check=False).stdout.splitlines():
             dev = line.split(":")[1].strip().split("@")[0]
-            if dev.startswith(self.prefix) and (dev.endswith("h") or dev == self.prefix + "br"):
+            if owns_link(self.prefix, dev):
                 _ip("link", "del", dev, check=False)
         for path in (self.state, os.path.join(STATE_DIR, self.prefix + "-agent.sh")):
             if os.path.exists(path):
@@ -262,6 +267,14 @@ class TestBed:
             return None
         with open(self.state) as f:
             return json.load(f)
+
+
+def owns_link(prefix: str, dev: str) -> bool:
+    """Whether host link ``dev`` belongs to test bed ``prefix``: its bridge or a node's
+    host-side veth (``<prefix>-<i>h``), not another test bed's whose prefix starts the same
+    (``pfw`` must leave ``pfwc2``'s ``pfwc2-0h`` alone; prefixes are alphanumeric, so the
+    dash ends one)."""
+    return dev == prefix + "br" or re.fullmatch(re.escape(prefix) + r"-\d+h", dev) is not None
 
 
 def _kill_cgroup(path: str) -> None:
