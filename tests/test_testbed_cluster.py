@@ -85,7 +85,7 @@ def test_cli_names_nodes_by_letter_and_records_the_ground_truth():
         assert nodes["C"]["cpu_cores"] == 0.25 and got["cpu_method"].startswith("cgroup")
         assert nodes["A"]["delay_s"] == 0.003 and got["delay_method"]
         assert got["binding"].startswith("none")
-        tc = subprocess.run(["tc", "qdisc", "show", "dev", "pfwcli1h"], capture_output=True,
+        tc = subprocess.run(["tc", "qdisc", "show", "dev", "pfwcli-1h"], capture_output=True,
                             text=True).stdout
         assert "tbf" in tc and "50Mbit" in tc
         if got["delay_method"].startswith("in-process"):   # no netem in this kernel
