@@ -124,3 +124,29 @@ def test_bad_balancer_options_are_configuration_errors():
         with pytest.raises(ConfigurationError):   # as SlabDomain's; still a ValueError
             Balancer(None, **bad)
     assert issubclass(ConfigurationError, ValueError)
+
+
+def test_a_move_back_goes_half_as_far_and_a_swing_dies_out():
+    """Estimates that swing between 'rank 1 slow' and 'rank 0 slow' (a CPU quota that
+    throttles in bursts): the first move goes all the way, each move back at most half as
+    far as the move before it, so the swing dies out instead of jumping between extremes."""
+    dom, mon, bal = setup(nz=120, p=2)
+    slow1, slow0 = np.array([1.0, 0.5]), np.array([0.5, 1.0])
+    full1 = P.partition(np.ones(120), slow1)
+    for _ in range(2):
+        new = check(bal, mon, slow1)
+    assert new.tolist() == full1.tolist()          # 80: the whole way
+    seen = [int(dom.cuts[1])]
+    for speeds in (slow0, slow1, slow0, slow1):
+        for _ in range(2):                         # proposed, then confirmed
+            check(bal, mon, speeds)
+        seen.append(int(dom.cuts[1]))
+    # each move back goes half as far as the move before it: 60 -> 80 (+20), then 40
+    # proposed -> 70 (-10), 80 proposed -> 75 (+5), 40 -> 73 (-2), 80 -> 74 (+1)
+    assert seen == [80, 70, 75, 73, 74]
+    # a move the same way as the previous one is not damped
+    dom2, mon2, bal2 = setup(nz=120, p=2)
+    for speeds in (np.array([1.0, 0.8]), np.array([1.0, 0.5])):
+        for _ in range(2):
+            check(bal2, mon2, speeds)
+    assert dom2.cuts.tolist() == P.partition(np.ones(120), np.array([1.0, 0.5])).tolist()

@@ -28,6 +28,10 @@ rank waits for the slowest -- reads the forecast speeds ``s_i``, proposes new cu
   ranks (7 cuts) two estimates rarely round every cut alike, and demanding identical signs
   delayed the benchmark's move after a speed change by 2-4 checks.
 
+A move that takes a cut back the way the previous move brought it goes at most half as far
+as that move did (at least one plane): estimates that swing (a node throttled by a CPU quota
+in bursts) then damp out instead of throwing the cuts between two extremes.
+
 Stale forecasts: a forecaster bank follows a step change of a rank's speed only after a few
 samples (its sliding means and medians still hold the old value), and while the cuts held
 the checks had thinned out. So each check compares the window's measured step times ``t_i``
@@ -101,6 +105,7 @@ class Balancer:
         self.loss = 0.0            # seconds lost to imbalance since the last move
         self._window = []
         self._last_dir = None      # direction of the previous proposal (for hysteresis)
+        self._moved = None         # cut changes of the previous move (reversals are damped)
         self._cost_key = None
         self._cost = 0.0
         self.steps = 0
@@ -238,6 +243,7 @@ class Balancer:
         if not (worth and (force or (confirmed and self.loss > cost))):
             return None
         self._last_dir = None
+        new = self._damped(new)
         info = d.repartition(new)
         self._dirty = True
         spent = float(d.comm.mpi.allreduce(info["seconds"], op=_max()))
@@ -248,6 +254,27 @@ class Balancer:
         rec.update(moved=True, new_cuts=new.tolist(), seconds=spent)
         return new
 
+    def _damped(self, new: np.ndarray) -> np.ndarray:
+        """The cuts to move to: ``new``, except that a cut going back the way the previous
+        move brought it goes at most half as far as that move did (at least one plane).
+        Noisy speeds (a node throttled by a CPU quota in bursts) made the cuts swing
+        83 -> 53 -> 72 -> 89 -> 70 -> 90 -> 55 (of 120 planes, the right one ~80) in one
+        1,500-step run; halving each reversal makes such a swing die out, while a real
+        change keeps moving one way (unlimited) after at most one shortened move."""
+        d = self.dom
+        delta = new - d.cuts
+        last, self._moved = self._moved, None
+        if last is not None:
+            back = delta * last < 0
+            limit = np.maximum(1, np.abs(last) // 2)
+            delta = np.where(back, np.sign(delta) * np.minimum(np.abs(delta), limit), delta)
+            damped = d.cuts + delta
+            if np.all(np.diff(damped) >= d.min_planes):
+                new = damped
+            else:
+                delta = new - d.cuts
+        self._moved = delta
+        return new
 
 def _max():
     from mpi4py import MPI
