@@ -118,10 +118,12 @@ def read_done(msg) -> Done:
 
 
 def read_work(msg) -> Work:
+    """A WORK message as named fields."""
     return Work._make(msg)
 
 
 def read_stats(stats) -> Stats | None:
+    """A DONE message's chunk timing as named fields (None: no timing sent)."""
     return None if stats is None else Stats._make(stats)
 
 

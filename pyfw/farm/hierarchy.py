@@ -38,7 +38,8 @@ from mpi4py import MPI
 from ..comm import Backoff, Comm
 from ..errors import ConfigurationError, FarmBroken, TaskError
 from . import _protocol as P
-from .engine import Engine, make_task_error
+from .engine import Engine
+from .rounds import make_task_error
 from .policies import make_policy
 from ._protocol import error_info
 from .worker import _Worker, serve

@@ -9,7 +9,9 @@ from typing import Any, Callable, Iterable, Iterator
 from .. import observe
 from ..comm import Comm, bound_finalize
 from ..errors import ConfigurationError, FarmBroken
-from .engine import Engine, RoundState, SerialEngine
+from .engine import Engine
+from .rounds import RoundState
+from .serial import SerialEngine
 from .journal import Journal
 from .policies import Pipeline, make_policy
 from .progress import Progress, format_summary
