@@ -36,7 +36,7 @@ from mpi4py import MPI
 from . import tuner
 from .algorithms import reduce as _rd
 from ._util import raw
-from .plan import _NATIVE, ALGORITHMS, COLLECTIVES, NBUCKETS, Bindings, _empty  # noqa: F401
+from .plan import _NATIVE, ALGORITHMS, COLLECTIVES, NBUCKETS, Bindings  # noqa: F401 (re-exported)
 
 __all__ = ["Plan", "plan", "Bound", "bind", "use_links", "allgather", "gather", "alltoall", "bcast",
            "allreduce", "reduce", "ALGORITHMS", "COLLECTIVES", "forget_plans"]
