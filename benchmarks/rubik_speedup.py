@@ -18,6 +18,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -68,15 +69,13 @@ def launch(ranks, heuristic, seed, order, split, depth, timeout):
 
 def summarise(cubes):
     sp = [c["speedup"] for c in cubes]
-    srt = sorted(sp)
-    med = srt[len(srt) // 2] if len(srt) % 2 else 0.5 * (srt[len(srt) // 2 - 1] + srt[len(srt) // 2])
     worst = min(cubes, key=lambda c: c["speedup"])
-    return {"cubes": len(cubes), "median_speedup": med,
+    return {"cubes": len(cubes), "median_speedup": statistics.median(sp),
             "geomean_speedup": math.exp(sum(math.log(x) for x in sp) / len(sp)),
             "min_speedup": worst["speedup"], "worst_seed": worst["seed"],
             "max_speedup": max(sp),
-            "median_nodes_ratio": sorted(c["nodes_ratio"] for c in cubes)[len(cubes) // 2],
-            "median_seconds_2_workers": sorted(c["two"]["seconds"] for c in cubes)[len(cubes) // 2],
+            "median_nodes_ratio": statistics.median(c["nodes_ratio"] for c in cubes),
+            "median_seconds_2_workers": statistics.median(c["two"]["seconds"] for c in cubes),
             "below_1_3": sum(1 for x in sp if x < 1.3)}
 
 

@@ -159,7 +159,7 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     ``all_solutions``: every optimal canonical solution. ``tables``: the master's
     :class:`Heuristic` if already loaded. With ``record_subtrees`` each iteration keeps the
     per-subtree node counts (``result.subtrees[bound]``). ``policy``, ``chunksize``
-    (default 1 in serial order, else the policy's), ``tail_duplication``: passed to each
+    (default 1 in serial order without a ``policy``, else the policy's), ``tail_duplication``: passed to each
     round (:meth:`pyfw.farm.Farm.round`); by default tail copies are off when the farm has
     more ranks than this node has cores.
     ``local_nodes``: an iteration predicted (previous one x 13.35) to generate fewer nodes
@@ -185,7 +185,7 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     search = _Search(h, cube, farm, split, order, all_solutions, budget, cache_dir,
                      max_depth, dict(policy=policy, tail_duplication=tail_duplication,
                                      chunksize=chunksize if chunksize is not None else
-                                     (1 if order == "serial" else None)))
+                                     (1 if order == "serial" and policy is None else None)))
     while bound <= limit:
         it, found, counts = search.iteration(bound, local_nodes)
         res.iterations.append(it)

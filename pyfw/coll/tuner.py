@@ -55,7 +55,7 @@ DEFAULT_SIZES = [0] + [4 ** i for i in range(11)]
 
 
 def library() -> str:
-    """The directory of tuned tables (``$PYFW_COLL_CACHE`` or ``~/.cache/pyfw/coll``)."""
+    """The MPI library and mpi4py versions a tuned table was measured with."""
     return MPI.Get_library_version().splitlines()[0].split(",")[0].strip() + \
         f" / mpi4py {mpi4py.__version__}"
 

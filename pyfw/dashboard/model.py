@@ -15,7 +15,8 @@ class Rate:
         self.samples: deque = deque()
 
     def add(self, t: float, count: float) -> float | None:
-        """Add ``n`` events at time ``t``."""
+        """Record the running total ``count`` at time ``t``; returns the rate over the last
+        ``window`` seconds (None until two distinct times are known)."""
         s = self.samples
         s.append((t, count))
         while len(s) > 2 and t - s[1][0] >= self.window:

@@ -48,7 +48,7 @@ def is_loopback(host: str) -> bool:
 
 
 def static_file(name: str) -> bytes:
-    """The bytes and content type of a file shipped in the package's static/."""
+    """The bytes of a file shipped in the package's static/."""
     return resources.files(__package__).joinpath("static", name).read_bytes()
 
 

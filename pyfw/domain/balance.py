@@ -243,7 +243,7 @@ class Balancer:
         if not (worth and (force or (confirmed and self.loss > cost))):
             return None
         self._last_dir = None
-        new = self._damped(new)
+        new = self._damped(new, force)
         info = d.repartition(new)
         self._dirty = True
         spent = float(d.comm.mpi.allreduce(info["seconds"], op=_max()))
@@ -254,27 +254,34 @@ class Balancer:
         rec.update(moved=True, new_cuts=new.tolist(), seconds=spent)
         return new
 
-    def _damped(self, new: np.ndarray) -> np.ndarray:
+    def _damped(self, new: np.ndarray, force: bool = False) -> np.ndarray:
         """The cuts to move to: ``new``, except that a cut going back the way the previous
-        move brought it goes at most half as far as that move did (at least one plane).
-        Noisy speeds (a node throttled by a CPU quota in bursts) made the cuts swing
-        83 -> 53 -> 72 -> 89 -> 70 -> 90 -> 55 (of 120 planes, the right one ~80) in one
-        1,500-step run; halving each reversal makes such a swing die out, while a real
-        change keeps moving one way (unlimited) after at most one shortened move."""
+        move brought it goes at most half as far as that move did (at least one plane; a
+        forced move is not damped). Noisy speeds (a node throttled by a CPU quota in
+        bursts) made the cuts swing 83 -> 53 -> 72 -> 89 -> 70 -> 90 -> 55 (of 120 planes,
+        the right one ~80) in one 1,500-step run; halving each reversal makes such a swing
+        die out, while a real change keeps moving one way (unlimited) after at most one
+        shortened move."""
         d = self.dom
         delta = new - d.cuts
         last, self._moved = self._moved, None
-        if last is not None:
-            back = delta * last < 0
-            limit = np.maximum(1, np.abs(last) // 2)
-            delta = np.where(back, np.sign(delta) * np.minimum(np.abs(delta), limit), delta)
-            damped = d.cuts + delta
-            if np.all(np.diff(damped) >= d.min_planes):
+        # the previous move counts only if the cuts are still where it left them (a
+        # repartition by someone else, e.g. a restart, starts afresh)
+        if last is not None and not force and np.array_equal(d.cuts, last[1]):
+            back = delta * last[0] < 0
+            limit = np.maximum(1, np.abs(last[0]) // 2)
+            damped = d.cuts + np.where(back, np.sign(delta) * np.minimum(np.abs(delta), limit),
+                                       delta)
+            m = d.min_planes   # keep every slab at min_planes (as partition does)
+            for i in range(1, damped.size - 1):
+                damped[i] = max(damped[i], damped[i - 1] + m)
+            for i in range(damped.size - 2, 0, -1):
+                damped[i] = min(damped[i], damped[i + 1] - m)
+            if not np.array_equal(damped, d.cuts):
                 new = damped
-            else:
-                delta = new - d.cuts
-        self._moved = delta
+        self._moved = (new - d.cuts, np.array(new, copy=True))
         return new
+
 
 def _max():
     from mpi4py import MPI

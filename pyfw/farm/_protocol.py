@@ -103,8 +103,8 @@ class Done(NamedTuple):
 
 
 def pack_done(cid, rid, ids, values, errors, stats, status) -> tuple:
-    """A DONE message for the wire (a plain tuple: the cheapest to pickle)."""
-    return (cid, rid, ids, values, errors, stats, status)
+    """A DONE message for the wire (plain tuples, stats included: the cheapest to pickle)."""
+    return (cid, rid, ids, values, errors, None if stats is None else tuple(stats), status)
 
 
 def pack_work(cid, rid, ids, payload) -> tuple:
@@ -153,4 +153,3 @@ def read_ctrl(msg) -> Ctrl:
     kind, *args = msg
     fields = _CTRL_FIELDS.get(kind, ())
     return Ctrl(kind, dict(zip(fields, args + [None] * (len(fields) - len(args)))))
-

@@ -130,11 +130,10 @@ class Engine(Recovery):
                 self.comm.progress()
             except PeerFailure as exc:
                 self._lost(exc.ranks)
-            if not wait:
-                return progressed
-            t0 = time.perf_counter()
-            self.backoff.sleep()
-            self.idle_master += time.perf_counter() - t0
+            if wait:
+                t0 = time.perf_counter()
+                self.backoff.sleep()
+                self.idle_master += time.perf_counter() - t0
         if self.observer is not None:
             self.observer(self)
         return progressed

@@ -20,7 +20,7 @@ __all__ = ["Chunk", "RoundState", "make_task_error"]
 def make_task_error(index, rank, info, attempts=1, cls=TaskError) -> TaskError:
     """A TaskError from a worker's :class:`~pyfw.farm._protocol.ErrorInfo`, with the remote
     traceback as cause."""
-    info = P.ErrorInfo._make(info) if not isinstance(info, P.ErrorInfo) else info
+    info = info if isinstance(info, P.ErrorInfo) else P.ErrorInfo(*info)
     if info.rank is not None:   # raised on a node worker behind a sub-master (hierarchy)
         rank = info.rank
     original = None

@@ -328,7 +328,7 @@ class LinkForecast:
             self.bandwidth.update(nbytes / rest)
 
     def predict(self) -> LinkEstimate:
-        """Forecast time of a message of ``nbytes`` on this link (latency + size / bandwidth)."""
+        """The link's forecast latency and bandwidth (see :meth:`time` for a message's time)."""
         return LinkEstimate(self.latency.predict(), self.bandwidth.predict())
 
     def time(self, nbytes: float) -> float:

@@ -129,7 +129,7 @@ class TestBed:
         self.state = os.path.join(STATE_DIR, prefix + ".json")
 
     def node(self, i: int) -> str:
-        """The node given by letter, index or name."""
+        """Node ``i``'s name (its namespace and hostname)."""
         return f"{self.prefix}-{i}"
 
     def veth(self, i: int) -> tuple[str, str]:
