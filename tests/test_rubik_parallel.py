@@ -14,43 +14,50 @@ def test_prefixes_at_depth_two_are_the_243_subtrees():
     assert len(prefixes_at(2)) == 243 and len(prefixes_at(3)) == 3240
 
 
-@pytest.mark.mpi(min_size=2)
-def test_parallel_equals_serial_in_solve_prove_and_all_modes():
+def _on_master(check):
+    """Run ``check(farm, tables, serial_solver)`` on the master of a farm over every rank;
+    an assertion failure there fails the test on every rank."""
     ok, msg = True, ""
     with Farm(MPI.COMM_WORLD) as farm:
         if farm.is_master:
             try:
                 h = Heuristic("korf", progress=False, max_depth=DEPTH)
-                serial = Solver(tables=h)
-                for scramble, split in (("R U2 F' L D B2 R'", 2), ("F2 D L' U R2 B D'", 3),
-                                        ("U R2 F B R B2 R U2", "adaptive")):
-                    cube = Cube.from_moves(scramble)
-                    s = serial.solve(cube)
-                    # local_nodes=0: every round goes to the workers; default: small rounds
-                    # stay on the master
-                    for local in (0, 20000):
-                        p = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
-                                           tables=h, local_nodes=local)
-                        assert p.length == s.length and cube.apply(p.solution).is_solved
-                        # complete iterations (below the optimum) count the same nodes
-                        assert [(i.bound, i.generated, i.expanded) for i in p.iterations[:-1]] == \
-                            [(i.bound, i.generated, i.expanded) for i in s.iterations[:-1]]
-                        pp = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
-                                            tables=h, max_length=s.length - 1, local_nodes=local)
-                        assert pp.solution is None and pp.lower_bound == s.length
-                        assert pp.generated == sum(i.generated for i in s.iterations[:-1])
-                        if local == 0:
-                            assert sum(w["tasks"] for r, w in p.workers.items() if r != 0) > 0
-                        assert any(i.local for i in p.iterations) == (local > 0)
-                cube = Cube.from_moves("R U2 F' L")
-                sa = serial.solve(cube, all_solutions=True)
-                pa = solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h,
-                                    all_solutions=True, local_nodes=0)
-                assert sorted(pa.solutions) == sorted(sa.solutions)
-                assert pa.iterations[-1].generated == sa.iterations[-1].generated
+                check(farm, h, Solver(tables=h))
             except AssertionError as e:
                 ok, msg = False, str(e) or repr(e)
     agree(ok, msg)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_parallel_equals_serial_in_solve_prove_and_all_modes():
+    def check(farm, h, serial):
+        for scramble, split in (("R U2 F' L D B2 R'", 2), ("F2 D L' U R2 B D'", 3),
+                                ("U R2 F B R B2 R U2", "adaptive")):
+            cube = Cube.from_moves(scramble)
+            s = serial.solve(cube)
+            # local_nodes=0: every round goes to the workers; default: small rounds
+            # stay on the master
+            for local in (0, 20000):
+                p = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
+                                   tables=h, local_nodes=local)
+                assert p.length == s.length and cube.apply(p.solution).is_solved
+                # complete iterations (below the optimum) count the same nodes
+                assert [(i.bound, i.generated, i.expanded) for i in p.iterations[:-1]] == \
+                    [(i.bound, i.generated, i.expanded) for i in s.iterations[:-1]]
+                pp = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
+                                    tables=h, max_length=s.length - 1, local_nodes=local)
+                assert pp.solution is None and pp.lower_bound == s.length
+                assert pp.generated == sum(i.generated for i in s.iterations[:-1])
+                if local == 0:
+                    assert sum(w["tasks"] for r, w in p.workers.items() if r != 0) > 0
+                assert any(i.local for i in p.iterations) == (local > 0)
+        cube = Cube.from_moves("R U2 F' L")
+        sa = serial.solve(cube, all_solutions=True)
+        pa = solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h,
+                            all_solutions=True, local_nodes=0)
+        assert sorted(pa.solutions) == sorted(sa.solutions)
+        assert pa.iterations[-1].generated == sa.iterations[-1].generated
+    _on_master(check)
 
 
 @pytest.mark.mpi(min_size=2)
@@ -58,26 +65,19 @@ def test_serial_order_reaches_the_serial_search_s_solution():
     # subtrees go out in the order one process searches them (depth first, moves ascending):
     # with one worker the farm finds the serial search's first solution, the smallest in
     # that order; with more it still returns an optimal one. The old order is on request.
-    ok, msg = True, ""
-    with Farm(MPI.COMM_WORLD) as farm:
-        if farm.is_master:
-            try:
-                h = Heuristic("korf", progress=False, max_depth=DEPTH)
-                serial = Solver(tables=h)
-                for scramble in ("R U2 F' L D B2 R'", "U R2 F B R B2 R U2"):
-                    cube = Cube.from_moves(scramble)
-                    s = serial.solve(cube)
-                    for split in (2, "adaptive"):
-                        p = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
-                                           tables=h, local_nodes=0)
-                        assert p.length == s.length and cube.apply(p.solution).is_solved
-                        if farm.num_workers == 1:
-                            assert p.solution == s.solution, (p.solution, s.solution)
-                    q = solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h,
-                                       order="largest", local_nodes=0)
-                    assert q.length == s.length
-                with pytest.raises(ValueError, match="order"):
-                    solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h, order="x")
-            except AssertionError as e:
-                ok, msg = False, str(e) or repr(e)
-    agree(ok, msg)
+    def check(farm, h, serial):
+        for scramble in ("R U2 F' L D B2 R'", "U R2 F B R B2 R U2"):
+            cube = Cube.from_moves(scramble)
+            s = serial.solve(cube)
+            for split in (2, "adaptive"):
+                p = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
+                                   tables=h, local_nodes=0)
+                assert p.length == s.length and cube.apply(p.solution).is_solved
+                if farm.num_workers == 1:
+                    assert p.solution == s.solution, (p.solution, s.solution)
+            q = solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h,
+                               order="largest", local_nodes=0)
+            assert q.length == s.length
+        with pytest.raises(ValueError, match="order"):
+            solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h, order="x")
+    _on_master(check)
