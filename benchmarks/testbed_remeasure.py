@@ -332,8 +332,8 @@ def part_hier(repeats):
         workers_cores = {2: 3, 3: 5}[nodes]
         out["layouts"][f"{nodes}x2"] = table
         out["layouts"][f"{nodes}x2"]["note"] = (f"{workers_cores} workers flat; node mode: "
-                                                f"{nodes - 1} of them are sub-masters that "
-                                                f"compute between scheduling turns; "
+                                                f"sub-masters ({nodes - 1}) among them, computing "
+                                                f"between scheduling turns; "
                                                 f"{2 * nodes} ranks on 2 shared cores")
     return out
 
