@@ -5,8 +5,10 @@ Two emulations:
 * deterministic: synthetic compute times ``planes * factor * 1 ms`` with seeded +-15 %
   multiplicative noise (no clock involved) -- tight tolerance;
 * real: ``SlabDomain(slowdown=3)`` on the last rank (it sleeps 2x its measured update time
-  after every update) with a real numpy stencil under ``SlabDomain.step`` -- a loose tolerance
-  ([1.5, 9] for a true 3), because on 2 shared cores other processes slow ranks unevenly.
+  after every update) with a real numpy stencil under ``SlabDomain.step``. On 2 shared cores
+  other processes slow ranks unevenly and a loaded box wakes a sleeper late, so the truth
+  the forecast is held to is the speed ratio the ranks measured (their per-step planes per
+  second), not the nominal 3.
 """
 import numpy as np
 import pytest
@@ -74,10 +76,12 @@ def test_shared_monitor_serves_balancer_and_link_probes():
 
 @pytest.mark.mpi(min_size=2)
 def test_real_slow_rank_is_recovered_from_compute_time():
-    """A real stencil step with the last rank emulated 3x slower: the forecast speed ratio
-    lies in [1.5, 9] (truth 3; wide: on a loaded 2-core machine another process sharing one
-    rank's core really makes it slower, which the wall clock rightly reports) and the slow rank ends
-    with clearly fewer planes than an even share."""
+    """A real stencil step with the last rank emulated 3x slower: the slow rank is found
+    (forecast speed ratio >= 1.5), the forecast ratio is within a factor 2 of the ratio of
+    the speeds the ranks measured over the last 50 steps (the truth on a loaded machine,
+    where late wake-ups from the emulation's sleep and other processes sharing a core
+    really make a rank slower), and the slow rank ends with clearly fewer planes than an
+    even share."""
     def body():
         nz, m, factor = 64, 128, 3.0
         dom = SlabDomain(W, (nz, m, m), slowdown=factor if W.rank == W.size - 1 else 1.0)
@@ -89,13 +93,18 @@ def test_real_slow_rank_is_recovered_from_compute_time():
             u, v = dom["u"], dom["v"]
             for _ in range(2):  # ~50 us of numpy work per plane
                 v[k0:k1] = (u[k0 - 1:k1 - 1] + u[k0 + 1:k1 + 1] + 2.0 * u[k0:k1]) * 0.25
+        measured = []
         for _ in range(100):
+            planes = dom.n
             spent = dom.step(update, ["u"], overlap=True)
+            measured.append(planes / spent)
             bal.record(spent)
             bal.check()
         sp = dom.monitor.speeds()
         ratio = float(np.median(sp[:-1]) / sp[-1])
-        assert 1.5 <= ratio <= 9.0, (ratio, sp)
+        mine = W.allgather(float(np.median(measured[-50:])))
+        truth = float(np.median(mine[:-1]) / mine[-1])
+        assert ratio >= 1.5 and truth / 2 <= ratio <= truth * 2, (ratio, truth, sp, mine)
         even = nz / W.size
         assert dom.cuts[-1] - dom.cuts[-2] < 0.75 * even, dom.cuts
     everywhere(body)
