@@ -37,12 +37,18 @@ def run(namespace: dict) -> None:
             namespace.pop(cls, None)
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    only = os.environ.get("PYFW_SUITE_ONLY")   # a class name, to debug one class
+    # PYFW_SUITE_ONLY: comma-separated class names or Class.test names (a rerun, debugging)
+    only = [x for x in os.environ.get("PYFW_SUITE_ONLY", "").split(",") if x]
     for obj in list(namespace.values()):
-        if only and getattr(obj, "__name__", None) != only:
+        if not (isinstance(obj, type) and issubclass(obj, unittest.TestCase)):
             continue
-        if isinstance(obj, type) and issubclass(obj, unittest.TestCase):
+        if not only or obj.__name__ in only:
             suite.addTests(loader.loadTestsFromTestCase(obj))
+            continue
+        for name in only:
+            cls, _, test = name.partition(".")
+            if cls == obj.__name__ and test:
+                suite.addTest(obj(test))
     result = unittest.TextTestRunner(stream=sys.stderr, verbosity=2).run(suite)
     bad = [str(t) for t, _ in result.failures + result.errors]
     passed = result.testsRun - len(bad) - len(result.skipped)

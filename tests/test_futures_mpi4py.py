@@ -39,6 +39,16 @@ EXCLUDED = {
                                                          "_core.serialized lock",
 }
 
+#: tests that race a deadline of 0.2-1 s (a result must arrive before it): on a box whose
+#: cores are oversubscribed a rank can be descheduled that long. A failure of only these is
+#: run again once, alone, and must pass then.
+DEADLINE_TESTS = {
+    "ProcessPoolWaitTest.test_timeout", "ProcessPoolAsCompletedTest.test_nonzero_timeout",
+    "ProcessPoolExecutorTest.test_map_timeout", "ProcessPoolExecutorTest.test_map_timeout_one",
+    "ProcessPoolExecutorTest.test_map_unordered_timeout",
+    "ProcessPoolExecutorTest.test_map_unordered_timeout_one",
+}
+
 
 def _mpi4py_sdist() -> str:
     import mpi4py
@@ -78,12 +88,11 @@ def _prepare(tmp_path) -> str:
     return copy
 
 
-@pytest.mark.launch
-def test_mpi4py_executor_suite_passes_against_pyfw(tmp_path):
+def _run_suite(tmp_path, script, only=()):
+    """Run the suite (or only the named Class.test entries) at 3 ranks: (counts, output)."""
     from pyfw import launch
-    script = _prepare(tmp_path)
-    out = tmp_path / "suite.json"
-    env = dict(os.environ, PYFW_SUITE_JSON=str(out),
+    out = tmp_path / f"suite{len(only)}.json"
+    env = dict(os.environ, PYFW_SUITE_JSON=str(out), PYFW_SUITE_ONLY=",".join(only),
                PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE),
                                            os.environ.get("PYTHONPATH", "")]))
     res = launch.run(3, [sys.executable, "-m", "pyfw.futures", script], timeout=240,
@@ -92,7 +101,30 @@ def test_mpi4py_executor_suite_passes_against_pyfw(tmp_path):
     assert not res.timed_out, "mpi4py's suite hung under pyfw.futures:\n" + tail
     assert out.exists(), "the suite did not finish:\n" + tail
     got = json.loads(out.read_text())
+    got["returncode"] = res.returncode
+    return got, tail
+
+
+def _test_id(unittest_name: str) -> str:
+    """'test_x (__main__.Class.test_x)' -> 'Class.test_x'."""
+    m = re.search(r"\((?:[\w.]*\.)?(\w+\.\w+)\)", unittest_name)
+    return m.group(1) if m else unittest_name
+
+
+@pytest.mark.launch
+def test_mpi4py_executor_suite_passes_against_pyfw(tmp_path):
+    script = _prepare(tmp_path)
+    got, tail = _run_suite(tmp_path, script)
     print(f"mpi4py suite against pyfw.futures: {got['passed']} passed, "
           f"{len(got['failed'])} failed")
-    assert not got["failed"], f"{got['failed']}\n{tail}"
-    assert got["passed"] >= 60 and res.returncode == 0, tail
+    failed = {_test_id(x) for x in got["failed"]}
+    if failed and failed <= DEADLINE_TESTS:
+        again, tail2 = _run_suite(tmp_path, script, sorted(failed))
+        print(f"deadline tests {sorted(failed)} run again alone: {again['passed']} passed, "
+              f"{len(again['failed'])} failed")
+        assert not again["failed"] and again["passed"] == len(failed), \
+            f"{again['failed']}\n{tail2}"
+    else:
+        assert not got["failed"], f"{got['failed']}\n{tail}"
+        assert got["returncode"] == 0, tail
+    assert got["passed"] >= 60, tail
