@@ -1,5 +1,6 @@
 """apps.rubik IDA*: node counting, resumable slices, optimality against certified
 distances, admissibility, all-solutions, prove mode, cancellation, CLI."""
+import copy
 import io
 import json
 import random
@@ -10,9 +11,12 @@ import pytest
 import test_rubik_naive as naive
 from apps.rubik import Cube, InvalidCubeError, Solver, format_moves
 from apps.rubik import huge, korf, reid
+from apps.rubik.coords import flip_coord, slice_coord, sslice_coord, twist_coord
+from apps.rubik.inverse import inverse_coords
 from apps.rubik.cli import main
 from apps.rubik.pruning import count_canonical
 from apps.rubik.search import DONE, FOUND, PAUSED, SubtreeSearch
+from apps.rubik.symmetry import axis_cube
 
 NAMES = ("phase1", "korf", "phase1+corners", "huge")
 
@@ -118,22 +122,64 @@ def _reference_ida(h, cube, bound):
     return gen, exp
 
 
-def test_lazy_lookups_generate_the_nodes_of_full_lookups():
-    """The kernel skips lookups that cannot change the outcome; a plain IDA* that looks
-    every node up must generate and expand exactly the same nodes."""
+def _without_inverse(h):
+    h2 = copy.copy(h)
+    h2.inverse = False
+    return h2
+
+
+@pytest.mark.parametrize("inverse", [True, False])
+def test_lazy_lookups_generate_the_nodes_of_full_lookups(inverse):
+    """The kernel skips lookups that cannot change the outcome and follows the inverse
+    position move by move; a plain IDA* that looks every node up (the inverse through
+    Cube.inverse) must generate and expand exactly the same nodes."""
     for name in ("phase1", "huge"):
         try:
             h = naive.heuristic(name)
         except pytest.skip.Exception:
             continue
-        _lazy_equals_full(h)
+        _lazy_equals_full(h if inverse else _without_inverse(h))
+
+
+def test_the_search_follows_the_inverse_position_on_every_axis():
+    """The inverse's (flip, slice, twist) that the kernel carries through moves equal
+    those computed from scratch from Cube.inverse, on all three axes, for both slice
+    coordinates."""
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        cube = Cube.random(rng)
+        moves = [int(m) for m in rng.integers(0, 18, int(rng.integers(0, 9)))]
+        target = cube.apply(moves).inverse()
+        for sorted_slice, slice_of in ((True, sslice_coord), (False, slice_coord)):
+            got = inverse_coords(cube, moves, sorted_slice)
+            for a in range(3):
+                x = axis_cube(target, a)
+                assert got[a] == (flip_coord(x), slice_of(x), twist_coord(x))
+
+
+def test_inverse_lookups_prune_a_subset_of_the_nodes_and_keep_lengths_optimal():
+    """max(direct, inverse) >= direct, so every iteration generates at most the nodes of the
+    direct heuristic (and here fewer in total), and the solutions have the same length."""
+    h = naive.heuristic("phase1")
+    h0 = _without_inverse(h)
+    total, total0 = 0, 0
+    for seq in _scrambles(4, 11, 12, seed=8):
+        cube = Cube.from_moves(seq)
+        assert h.h(cube) >= h0.h(cube)
+        r, r0 = Solver(tables=h).solve(cube), Solver(tables=h0).solve(cube)
+        assert r.length == r0.length and cube.apply(r.solution).is_solved
+        direct = {it.bound: it.generated for it in r0.iterations}
+        for it in r.iterations:              # the inverse may start at a higher bound
+            assert it.generated <= direct[it.bound]
+        total, total0 = total + r.generated, total0 + r0.generated
+    assert total < total0
 
 
 def _lazy_equals_full(h):
     for i, seq in enumerate(_scrambles(3, 9, 10, seed=21)):
         cube = Cube.from_moves(seq)
         b = h.h(cube) + 1 + (i == 0)
-        s = SubtreeSearch(h.tables, cube, [], b)
+        s = SubtreeSearch(h.tables, cube, [], b, inverse=h.inverse)
         s.run(1 << 30)
         while s.step(1 << 30) != DONE:      # all solutions: the whole iteration
             pass

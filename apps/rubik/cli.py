@@ -34,6 +34,9 @@ def parser():
                    help="; ".join(f"{k}: {v}" for k, v in HEURISTICS.items()) +
                    f" (default {DEFAULT_HEURISTIC}, or {SMALL_HEURISTIC} where its table is "
                    f"not built and too little memory is free to build it)")
+    p.add_argument("--no-inverse", dest="inverse", action="store_false",
+                   help="do not look the phase-1 tables up on the inverse position too (the "
+                        "default does: fewer nodes; this is for comparisons)")
     p.add_argument("--split", default="adaptive",
                    help="frontier depth for workers (2 = 243 subtrees, 3 = 3,240), or "
                         "'adaptive': depth 2, then subtrees that dominated the previous "
@@ -160,7 +163,7 @@ def main(argv=None, out=None):
     size = comm.size
     if size == 1 or args.serial:
         tables = Heuristic(args.heuristic, args.cache_dir, progress=True,
-                           max_depth=args.table_depth, log=_log)
+                           max_depth=args.table_depth, log=_log, inverse=args.inverse)
         t0 = time.perf_counter()
         with beat:
             res = Solver(tables=tables).solve(cube, max_length=args.prove_depth,
@@ -170,10 +173,11 @@ def main(argv=None, out=None):
         return 0
     from .parallel import preload, solve_parallel
     with Farm(None, setup=preload,
-              setup_args=(args.heuristic, args.cache_dir, args.table_depth)) as farm:
+              setup_args=(args.heuristic, args.cache_dir, args.table_depth,
+                          args.inverse)) as farm:
         if farm.is_master:
             tables = Heuristic(args.heuristic, args.cache_dir, progress=True,
-                               max_depth=args.table_depth, log=_log)
+                               max_depth=args.table_depth, log=_log, inverse=args.inverse)
             with beat:
                 res = solve_parallel(cube, farm, heuristic=args.heuristic,
                                      max_length=args.prove_depth, all_solutions=args.all,

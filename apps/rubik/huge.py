@@ -334,6 +334,7 @@ class HugeTables(ThreeAxisTables):
     slice_move = "sslice"
     slice_solved = SSLICE_SOLVED
     slice_coord = staticmethod(sslice_coord)
+    sorted_slice = True
 
     def __init__(self, table, status=None):
         self.table = table

@@ -35,20 +35,20 @@ SPLIT_PIECES = 64           # adaptive split: no piece above 1/max(64, 8 * worke
 ORDERS = ("serial", "largest")
 
 
-def _load(name, cache_dir, max_depth):
-    return Heuristic(name, cache_dir, progress=False, max_depth=max_depth)
+def _load(name, cache_dir, max_depth, inverse=True):
+    return Heuristic(name, cache_dir, progress=False, max_depth=max_depth, inverse=inverse)
 
 
-def _tables(ctx, name, cache_dir, max_depth):
+def _tables(ctx, name, cache_dir, max_depth, inverse=True):
     """This worker's tables, loaded (memory-mapped) once and cached in its context."""
-    return ctx.resource(f"rubik:{name}:{cache_dir}:{max_depth}", _load, name, cache_dir,
-                        max_depth)
+    return ctx.resource(f"rubik:{name}:{cache_dir}:{max_depth}:{inverse}", _load, name,
+                        cache_dir, max_depth, inverse)
 
 
-def preload(ctx, heuristic=DEFAULT_HEURISTIC, cache_dir=None, max_depth=None):
+def preload(ctx, heuristic=DEFAULT_HEURISTIC, cache_dir=None, max_depth=None, inverse=True):
     """Farm ``setup`` function: load the tables when the worker starts, while the master
     loads its own, instead of inside the first round."""
-    _tables(ctx, heuristic, cache_dir, max_depth)
+    _tables(ctx, heuristic, cache_dir, max_depth, inverse)
 
 
 class SubtreeTask(Task):
@@ -56,11 +56,11 @@ class SubtreeTask(Task):
     the solutions found and the busy seconds (None if the round was cancelled)."""
 
     def __init__(self, cube, prefix, bound, heuristic=DEFAULT_HEURISTIC, cache_dir=None,
-                 max_depth=None, all_solutions=False, budget=SLICE_NODES):
+                 max_depth=None, all_solutions=False, budget=SLICE_NODES, inverse=True):
         self.state = (cube.cp.tobytes(), cube.co.tobytes(), cube.ep.tobytes(), cube.eo.tobytes())
         self.prefix = list(prefix)
         self.bound = bound
-        self.spec = (heuristic, cache_dir, max_depth)
+        self.spec = (heuristic, cache_dir, max_depth, inverse)
         self.all_solutions = all_solutions
         self.budget = budget
 
@@ -214,7 +214,7 @@ class _Search:
         self.adaptive = split == "adaptive"
         self.front = _Frontier(h, cube, 2 if self.adaptive else int(split))
         self.all_solutions, self.budget = all_solutions, budget
-        self.task_spec = (h.name, cache_dir, max_depth)
+        self.task_spec = (h.name, cache_dir, max_depth, h.inverse)
         self.round_options = round_options
         self.nworkers = max(getattr(farm, "num_workers", 1) or 1, 1)
         self.workers = defaultdict(lambda: {"tasks": 0, "generated": 0, "seconds": 0.0})
@@ -237,9 +237,9 @@ class _Search:
             if last_local:
                 results = (self._search_here(p, bound) for p in leaves)
             else:
-                name, cache_dir, max_depth = self.task_spec
+                name, cache_dir, max_depth, inverse = self.task_spec
                 tasks = [SubtreeTask(self.cube, p, bound, name, cache_dir, max_depth,
-                                     self.all_solutions, self.budget) for p in leaves]
+                                     self.all_solutions, self.budget, inverse) for p in leaves]
                 ntasks = len(tasks)
                 rnd = self.farm.round(tasks, name=f"rubik-bound-{bound}",
                                       **self.round_options) if tasks else ()

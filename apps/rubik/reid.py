@@ -312,12 +312,16 @@ class ThreeAxisTables:
     def parts(self, cube):
         return tuple(self.axis_h(cube, a) for a in range(3))
 
-    def h(self, cube):
+    def h(self, cube, inverse=False):
         """The heuristic value the search uses for ``cube``: the largest axis value, plus
-        one when all three are equal and nonzero (de Bondt)."""
+        one when all three are equal and nonzero (de Bondt); with ``inverse`` the larger of
+        that and the same value of the inverse position (equally far from solved)."""
         p = self.parts(cube)
         h = max(p)
-        return h + 1 if p[0] == p[1] == p[2] and h > 0 else h
+        h = h + 1 if p[0] == p[1] == p[2] and h > 0 else h
+        if inverse:
+            h = max(h, self.h(cube.inverse(), inverse=False))
+        return h
 
 
 class ReidTables(ThreeAxisTables):
@@ -327,6 +331,7 @@ class ReidTables(ThreeAxisTables):
     slice_move = "slice"            # the slice coordinate's move table and solved value
     slice_solved = SLICE_SOLVED
     slice_coord = staticmethod(slice_coord)
+    sorted_slice = False
 
     def __init__(self, table, status=None):
         self.table = table

@@ -17,6 +17,7 @@ from numba import njit
 from .coords import (E6A_SOLVED, E6B_SOLVED, EDGES_A, EDGES_B, cp_coord, e6_coord,
                      flip_coord, move_arrays, twist_coord)
 from .cube import Cube, parse_moves
+from .inverse import TABLES as INV_TABLES, _advance as _advance_inverse, _coords, _step, inverse_words
 from .korf import _nib
 from .pruning import NO_FACE, _allowed
 from .symmetry import AXIS_MOVE_CONJ, axis_cube
@@ -168,10 +169,13 @@ def _replay_solved(rcp, rco, rep, reo, mv, sp, m, mcp, mco, mep, meo):
 
 # Row layout of a phase-1 node: flip, slice, twist of axis 0, 1, 2 (columns 0..8), the
 # corner permutation (9, only kept with the corner table), then upper bounds of the
-# node's axis values and corner value (10..13). Every table here is an exact distance in
-# a quotient graph, so one move changes a value by at most one: a child's value is at
-# most its parent's bound + 1, and a lookup that cannot change the outcome is skipped.
-REID_COLS = 14
+# node's axis values and corner value (10..13), then two words per axis frame from which
+# the inverse position's coordinates follow (14..19, see :mod:`.inverse`). Every table
+# here is an exact distance in a quotient graph, so one move changes a value by at most
+# one: a child's value is at most its parent's bound + 1, and a lookup that cannot change
+# the outcome is skipped. Rows are int64 (the words need 63 bits).
+REID_COLS = 20
+INV_COL = 14
 UNKNOWN_H = 60              # bound of a value never looked up (the subtree root)
 
 
@@ -194,7 +198,9 @@ def _p1_index(fl, sl, tw, ct):
 @njit(cache=True)
 def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc, node, path,
                  kids, kidm, nk, ki, box, g0, last0, bound, budget, stats,
-                 rcp, rco, rep, reo, mcp, mco, mep, meo):
+                 rcp, rco, rep, reo, mcp, mco, mep, meo,
+                 use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep,
+                 flip_bit, twist_term, add_twist, slice_of_mask):
     """IDA* below node[0] to ``bound`` (see the module docstring).
 
     Expanding the node at stack level L generates its children and keeps those with
@@ -206,7 +212,11 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
     bound) is looked up first, for all siblings in one batch (independent loads whose
     cache misses overlap); only the survivors get their other coordinates and lookups.
     The expansion is written inline (not a function call): a call passing ~25 arrays
-    cost as much as the expansion itself (reference counting of every argument)."""
+    cost as much as the expansion itself (reference counting of every argument).
+
+    With ``use_inv`` a child that survives those lookups is also looked up on the three
+    axes of its inverse position (followed as words, see :mod:`.inverse`; the slice
+    coordinate is the sorted one if ``sorted_slice``), with de Bondt's +1 there too."""
     tmp = np.empty((18, REID_COLS), np.int64)
     tmpm = np.empty(18, np.int64)
     wb = np.empty((18, 3), np.int64)
@@ -319,6 +329,7 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                 for j in range(n):
                     if not alive[j]:
                         continue
+                    alive[j] = False             # until it passes every check below
                     if need1:
                         h = _nib(tab, wb[j, 1])
                         tmp[j, 10 + o1] = h
@@ -339,10 +350,42 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                         probes += 1
                         if h > rem:
                             continue
+                    if use_inv:
+                        alive[j] = True          # round 3 decides
+                        continue
                     for i in range(REID_COLS):
                         kids[L, cnt, i] = tmp[j, i]
                     kidm[L, cnt] = tmpm[j]
                     cnt += 1
+                if use_inv:
+                    # round 3: the inverse of every survivor on three axes, all indices
+                    # first and then all loads (the search waits on table probes: these
+                    # can all be in flight together)
+                    for j in range(n):
+                        if alive[j]:
+                            m = tmpm[j]
+                            for a in range(3):
+                                c = INV_COL + 2 * a
+                                ew, cw = _step(node[L, c], node[L, c + 1], amc[a, m], edst,
+                                               esrc, eflip, cdst, csrc, ctw, ekeep, ckeep,
+                                               flip_bit, twist_term, add_twist)
+                                tmp[j, c] = ew
+                                tmp[j, c + 1] = cw
+                                fl, sl, tw = _coords(ew, cw, sorted_slice, slice_of_mask)
+                                wb[j, a] = _p1_index(fl, sl, tw, ct)
+                    for j in range(n):
+                        if alive[j]:
+                            h0 = _nib(tab, wb[j, 0])
+                            h1 = _nib(tab, wb[j, 1])
+                            h2 = _nib(tab, wb[j, 2])
+                            probes += 3
+                            if h0 > rem or h1 > rem or h2 > rem or (
+                                    h0 == rem and h1 == rem and h2 == rem):
+                                continue
+                            for i in range(REID_COLS):
+                                kids[L, cnt, i] = tmp[j, i]
+                            kidm[L, cnt] = tmpm[j]
+                            cnt += 1
                 nk[L] = cnt
             expand = False
         # ---- depth-first step ----
@@ -385,12 +428,13 @@ def root_state(tables, cube):
         row += [flip_coord(x), tables.slice_coord(x), twist_coord(x)]
     row.append(cp_coord(cube))
     row += [UNKNOWN_H] * 4
-    return np.array(row, np.int32)
+    row += inverse_words(cube)
+    return np.array(row, np.int64)
 
 
 @njit(cache=True)
 def _advance_reid(row, moves, flipm, slicem, twm, cpm, amc):
-    """Apply ``moves`` to a phase-1 coordinate row in place."""
+    """Apply ``moves`` to the coordinate columns of a phase-1 row in place."""
     for m in moves:
         for a in range(3):
             ma = amc[a, m]
@@ -401,9 +445,10 @@ def _advance_reid(row, moves, flipm, slicem, twm, cpm, amc):
 
 
 @njit(cache=True)
-def _reid_row_h(row, ct, tab, pc, use_pc):
-    """Look the row's three axes (and corners) up, store the exact values in row[10..13]
-    and return the heuristic (max, de Bondt's +1 when all three axes agree)."""
+def _reid_row_h(row, ct, tab, pc, use_pc, use_inv, sorted_slice, slice_of_mask):
+    """Look the row's three axes (and corners, and with ``use_inv`` the three axes of the
+    inverse) up, store the exact direct values in row[10..13] and return the heuristic
+    (max, de Bondt's +1 when all three axes of a side agree)."""
     for a in range(3):
         row[10 + a] = _nib(tab, _p1_index(row[3 * a], row[3 * a + 1], row[3 * a + 2], ct))
     h = max(row[10], max(row[11], row[12]))
@@ -414,6 +459,16 @@ def _reid_row_h(row, ct, tab, pc, use_pc):
         h = max(h, row[13])
     else:
         row[13] = 0
+    if use_inv:
+        v = np.empty(3, np.int64)
+        for a in range(3):
+            fl, sl, tw = _coords(row[INV_COL + 2 * a], row[INV_COL + 2 * a + 1], sorted_slice,
+                                 slice_of_mask)
+            v[a] = _nib(tab, _p1_index(fl, sl, tw, ct))
+        hi = max(v[0], max(v[1], v[2]))
+        if hi > 0 and v[0] == v[1] and v[1] == v[2]:
+            hi += 1
+        h = max(h, hi)
     return h
 
 
@@ -433,16 +488,20 @@ def _base_row(tables, cube):
     return row
 
 
-def phase1_row(tables, corners, cube, prefix):
+def phase1_row(tables, corners, cube, prefix, inverse=True):
     """(coordinate row with exact values, heuristic) of ``cube`` after ``prefix`` for the
-    phase-1 tables (``corners``: a KorfTables or None)."""
+    phase-1 tables (``corners``: a KorfTables or None; ``inverse``: also look the
+    inverse position up)."""
     row = _base_row(tables, cube).copy()
     mt = tables.moves
-    _advance_reid(row, np.asarray(prefix, np.int64), mt["flip"], mt[tables.slice_move], mt["twist"],
-                  mt["cp"], AXIS_MOVE_CONJ)
+    moves = np.asarray(prefix, np.int64)
+    _advance_reid(row, moves, mt["flip"], mt[tables.slice_move], mt["twist"], mt["cp"],
+                  AXIS_MOVE_CONJ)
+    _advance_inverse(row[INV_COL:], moves, AXIS_MOVE_CONJ, *INV_TABLES[:11])
     pc = corners.corners if corners is not None else _NO_TABLE
     h = int(_reid_row_h(row, tables.small + (tables.tconj,), tables.table, pc,
-                        corners is not None))
+                        corners is not None, bool(inverse), tables.sorted_slice,
+                        INV_TABLES[11]))
     return row, h
 
 
@@ -453,11 +512,13 @@ class SubtreeSearch:
 
     ``tables`` is a :class:`~.korf.KorfTables`, :class:`~.reid.ReidTables` or
     :class:`~.huge.HugeTables` object;
-    ``corners`` (a KorfTables) adds Korf's corner table to the phase-1 heuristic.
-    The subtree root counts as expanded (not generated) when its f is within the bound.
+    ``corners`` (a KorfTables) adds Korf's corner table to the phase-1 heuristic;
+    ``inverse`` looks the phase-1 tables up on the inverse position as well (ignored for
+    Korf's tables). The subtree root counts as expanded (not generated) when its f is
+    within the bound.
     """
 
-    def __init__(self, tables, cube, prefix, bound, corners=None):
+    def __init__(self, tables, cube, prefix, bound, corners=None, inverse=True):
         self.tables = tables
         self.prefix = parse_moves(prefix)
         self.bound = int(bound)
@@ -469,15 +530,17 @@ class SubtreeSearch:
         self.g0 = len(self.prefix)
         self.last0 = self.prefix[-1] // 3 if self.prefix else NO_FACE
         self.corners = corners if tables.name != "korf" else None
+        self.inverse = bool(inverse) and tables.name != "korf"
         depth = max(self.bound - self.g0, 0) + 2
         if tables.name == "korf":
             row = root_state(tables, self.root)
         else:
-            row, self.root_h = phase1_row(tables, self.corners, cube, self.prefix)
-        self.node = np.zeros((depth, row.size), np.int32)
+            row, self.root_h = phase1_row(tables, self.corners, cube, self.prefix,
+                                          self.inverse)
+        self.node = np.zeros((depth, row.size), row.dtype)
         self.node[0] = row
         self.path = np.zeros(depth + 1, np.int8)
-        self.kids = np.zeros((depth, 18, row.size), np.int32)
+        self.kids = np.zeros((depth, 18, row.size), row.dtype)
         self.kidm = np.zeros((depth, 18), np.int8)
         self.nk = np.zeros(depth, np.int8)
         self.ki = np.zeros(depth, np.int8)
@@ -502,7 +565,10 @@ class SubtreeSearch:
 
     def heuristic(self, cube):
         """The heuristic value the kernel would use for ``cube``."""
-        h = self.tables.h(cube)
+        if self.tables.name == "korf":
+            h = self.tables.h(cube)
+        else:
+            h = self.tables.h(cube, self.inverse)
         if self.corners is not None:
             h = max(h, self.corners.parts(cube)[0])
         return h
@@ -534,7 +600,8 @@ class SubtreeSearch:
             status = _search_reid(mt["flip"], mt[t.slice_move], t.slice_solved, mt["twist"],
                                   mt["cp"], AXIS_MOVE_CONJ,
                                   t.small + (t.tconj,), t.table, pc, self.corners is not None, *args,
-                                  *self._root_arrays, *_MOVE_ARRAYS)
+                                  *self._root_arrays, *_MOVE_ARRAYS,
+                                  self.inverse, t.sorted_slice, *INV_TABLES)
         if status == FOUND:
             depth = int(self.box[0]) + 1
             self.solution = self.prefix + [int(x) for x in self.path[1:depth + 1]]

@@ -77,12 +77,15 @@ class Heuristic:
     """The tables of one heuristic, loaded once; makes subtree searches."""
 
     def __init__(self, name=DEFAULT_HEURISTIC, cache_dir=None, progress=True, max_depth=None,
-                 log=None, cached_only=False):
+                 log=None, cached_only=False, inverse=True):
         """``max_depth``: truncated tables built in memory (tests); ``cached_only``: raise
-        LookupError instead of building a table that is not cached."""
+        LookupError instead of building a table that is not cached; ``inverse``: look the
+        phase-1 tables up on the inverse position too (see :mod:`.inverse`; Korf's
+        tables ignore it)."""
         if name not in HEURISTICS:
             raise ValueError(f"unknown heuristic {name!r}; choose from {', '.join(HEURISTICS)}")
         self.name = name
+        self.inverse = bool(inverse) and name != "korf"
         kw = dict(directory=cache_dir, progress=progress, max_depth=max_depth, log=log,
                   cached_only=cached_only)
         self.corners = None
@@ -100,7 +103,10 @@ class Heuristic:
 
     def h(self, cube):
         """Lower bound on the distance of ``cube`` from solved."""
-        h = self.tables.h(cube)
+        if self.name == "korf":
+            h = self.tables.h(cube)
+        else:
+            h = self.tables.h(cube, self.inverse)
         if self.corners is not None:
             h = max(h, self.corners.parts(cube)[0])
         return h
@@ -110,11 +116,12 @@ class Heuristic:
         if self.tables.name == "korf":
             return self.h(cube.apply(list(prefix)))
         from .search import phase1_row
-        return phase1_row(self.tables, self.corners, cube, list(prefix))[1]
+        return phase1_row(self.tables, self.corners, cube, list(prefix), self.inverse)[1]
 
     def subtree(self, cube, prefix, bound):
         """A resumable search of the subtree under ``prefix`` with cost bound ``bound``."""
-        return SubtreeSearch(self.tables, cube, prefix, bound, corners=self.corners)
+        return SubtreeSearch(self.tables, cube, prefix, bound, corners=self.corners,
+                             inverse=self.inverse)
 
 
 @dataclass
@@ -191,11 +198,14 @@ class Solver:
     """Optimal (HTM) solver in one process.
 
     ``heuristic``: one of :data:`HEURISTICS`; ``cache_dir``: table cache directory;
-    ``tables``: an already loaded :class:`Heuristic` (shares tables between solvers).
+    ``tables``: an already loaded :class:`Heuristic` (shares tables between solvers);
+    ``inverse``: see :class:`Heuristic` (ignored with ``tables``).
     """
 
-    def __init__(self, heuristic=DEFAULT_HEURISTIC, cache_dir=None, progress=True, tables=None):
-        self.heuristic = tables if tables is not None else Heuristic(heuristic, cache_dir, progress)
+    def __init__(self, heuristic=DEFAULT_HEURISTIC, cache_dir=None, progress=True, tables=None,
+                 inverse=True):
+        self.heuristic = tables if tables is not None else Heuristic(heuristic, cache_dir, progress,
+                                                                     inverse=inverse)
 
     def solve(self, cube, max_length=None, all_solutions=False, budget=1 << 22, cancelled=None,
               on_iteration=None):
