@@ -252,6 +252,24 @@ def rubik_speedup(d):
     return "\n\n".join(out)
 
 
+def rubik_heuristic(d):
+    s = d["summary"]
+    out = [f"Median serial solve {_g(s['direct']['median_seconds'])} s with the position only, "
+           f"{_g(s['inverse']['median_seconds'])} s with the inverse too; nodes divided by "
+           f"{_g(s['median_nodes_ratio'])} (median; geometric mean {_g(s['geomean_nodes_ratio'])}, "
+           f"{_g(s['min_nodes_ratio'])}–{_g(s['max_nodes_ratio'])}), time by "
+           f"{_g(s['median_time_ratio'])} (geometric mean {_g(s['geomean_time_ratio'])}, "
+           f"{_g(s['min_time_ratio'])}–{_g(s['max_time_ratio'])}); slowest cube "
+           f"{_g(s['direct']['max_seconds'])} s -> {_g(s['inverse']['max_seconds'])} s.\n"]
+    out.append(_table(["seed", "moves", "position only s", "nodes", "with inverse s", "nodes",
+                       "nodes ratio", "time ratio"],
+                      [[c["seed"], c["length"], _g(c["direct"]["seconds"]),
+                        _g(c["direct"]["generated"]), _g(c["inverse"]["seconds"]),
+                        _g(c["inverse"]["generated"]), _g(c["nodes_ratio"]),
+                        _g(c["time_ratio"])] for c in d["cubes"]]))
+    return "\n\n".join(out)
+
+
 def testbed(d):
     md = os.path.join(RESULTS, "testbed.md")
     return ("Every figure with its peer in the same run; the full generated report: "
@@ -294,6 +312,8 @@ SECTIONS = [
      "python benchmarks/knee_convergence.py", knee_convergence),
     ("Rubik's cube solver", "rubik_bench.json",
      "python benchmarks/rubik_bench.py", rubik_bench),
+    ("Rubik: lookups on the inverse position", "rubik_heuristic.json",
+     "python benchmarks/rubik_heuristic.py", rubik_heuristic),
     ("Rubik: two workers against one on 20 random cubes", "rubik_speedup.json",
      "python benchmarks/rubik_speedup.py", rubik_speedup),
     ("Uneven clusters on the multi-node test bed", "testbed_farm.json",

@@ -1,7 +1,7 @@
 """Two workers against one on optimal solves of random cubes, side by side.
 
     python benchmarks/rubik_speedup.py [--seeds 0-19] [--heuristic huge] [--order serial]
-                                       [--split adaptive] [--compare largest:2]
+                                       [--split adaptive] [--compare largest:2] [--no-inverse]
 
 For every cube ``Cube.random(seed)`` (seeds fixed here) the solve runs on pyfw.farm with
 one worker (2 ranks) and with two (3 ranks), one launch each, alternating per cube so that
@@ -33,14 +33,15 @@ def _split(text):
     return text if text == "adaptive" else int(text)
 
 
-def mpi_solve(heuristic, seed, order, split, depth):
+def mpi_solve(heuristic, seed, order, split, depth, inverse=True):
     """Under mpiexec: one warm solve of Cube.random(seed); rank 0 prints a RESULT line."""
     from apps.rubik import Cube, Heuristic
     from apps.rubik.parallel import preload, solve_parallel
     from pyfw.farm import Farm
-    with Farm(None, setup=preload, setup_args=(heuristic,), pipeline_depth=depth) as farm:
+    with Farm(None, setup=preload, setup_args=(heuristic, None, None, inverse),
+              pipeline_depth=depth) as farm:
         if farm.is_master:
-            h = Heuristic(heuristic, progress=False)
+            h = Heuristic(heuristic, progress=False, inverse=inverse)
             solve_parallel("R U F", farm, tables=h, local_nodes=0)   # workers' JIT and tables
             cube = Cube.random(seed)
             t = time.perf_counter()
@@ -50,15 +51,18 @@ def mpi_solve(heuristic, seed, order, split, depth):
             print("RESULT " + json.dumps({
                 "seed": seed, "seconds": dt, "length": r.length, "generated": r.generated,
                 "workers": farm.num_workers, "order": order, "split": split, "depth": depth,
+                "inverse": inverse,
                 "last_bound_nodes": r.iterations[-1].generated}), flush=True)
 
 
-def launch(ranks, heuristic, seed, order, split, depth, timeout):
+def launch(ranks, heuristic, seed, order, split, depth, timeout, inverse=True):
     cmd = ["pyfw-run", "-n", str(ranks), "--timeout", str(timeout), "--", sys.executable,
            os.path.abspath(__file__), "--mpi", str(seed), "--heuristic", heuristic,
            "--order", order, "--split", str(split)]
     if depth:
         cmd += ["--pipeline-depth", str(depth)]
+    if not inverse:
+        cmd += ["--no-inverse"]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout + 60)
     line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
     if p.returncode != 0 or not line:
@@ -79,11 +83,11 @@ def summarise(cubes):
             "below_1_3": sum(1 for x in sp if x < 1.3)}
 
 
-def run_config(seeds, heuristic, order, split, depth, timeout):
+def run_config(seeds, heuristic, order, split, depth, timeout, inverse=True):
     cubes = []
     for seed in seeds:
-        one = launch(2, heuristic, seed, order, split, depth, timeout)
-        two = launch(3, heuristic, seed, order, split, depth, timeout)
+        one = launch(2, heuristic, seed, order, split, depth, timeout, inverse)
+        two = launch(3, heuristic, seed, order, split, depth, timeout, inverse)
         assert one["length"] == two["length"], (one, two)
         c = {"seed": seed, "length": one["length"], "one": one, "two": two,
              "speedup": one["seconds"] / two["seconds"],
@@ -93,8 +97,8 @@ def run_config(seeds, heuristic, order, split, depth, timeout):
               f"({one['generated'] / 1e6:.0f} M nodes), 2 workers {two['seconds']:.2f} s "
               f"({two['generated'] / 1e6:.0f} M): {c['speedup']:.2f}x, nodes x{c['nodes_ratio']:.2f}",
               flush=True)
-    return {"order": order, "split": split, "pipeline_depth": depth, "cubes": cubes,
-            "summary": summarise(cubes)}
+    return {"order": order, "split": split, "pipeline_depth": depth, "inverse": inverse,
+            "cubes": cubes, "summary": summarise(cubes)}
 
 
 def plot(configs, path):
@@ -127,20 +131,24 @@ def main(argv=None):
     ap.add_argument("--pipeline-depth", type=int, default=None,
                     help="chunks in flight per worker (default: the farm's automatic depth)")
     ap.add_argument("--compare", default=None, metavar="ORDER:SPLIT[:DEPTH]")
+    ap.add_argument("--no-inverse", dest="inverse", action="store_false",
+                    help="look the tables up on the position only (the heuristic before the "
+                         "inverse lookups)")
     ap.add_argument("--timeout", type=float, default=900.0, help="per launch, seconds")
     ap.add_argument("--out", default=os.path.join(RESULTS, "rubik_speedup"))
     ap.add_argument("--mpi", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.mpi is not None:
-        return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth)
+        return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth, a.inverse)
     lo, _, hi = a.seeds.partition("-")
     seeds = list(range(int(lo), int(hi or lo) + 1))
     t0 = time.time()
-    configs = [run_config(seeds, a.heuristic, a.order, a.split, a.pipeline_depth, a.timeout)]
+    configs = [run_config(seeds, a.heuristic, a.order, a.split, a.pipeline_depth, a.timeout,
+                          a.inverse)]
     if a.compare:
         order, split, *depth = a.compare.split(":")
         configs.append(run_config(seeds, a.heuristic, order, _split(split),
-                                  int(depth[0]) if depth else None, a.timeout))
+                                  int(depth[0]) if depth else None, a.timeout, a.inverse))
     for cfg in configs:
         s = cfg["summary"]
         print(f"order={cfg['order']} split={cfg['split']} depth={cfg['pipeline_depth']}: geo-mean {s['geomean_speedup']:.2f}x, "

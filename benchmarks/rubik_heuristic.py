@@ -1,0 +1,138 @@
+"""The huge table with and without lookups on the inverse position, on the same cubes.
+
+    python benchmarks/rubik_heuristic.py [--seeds 0-19] [--heuristic huge]
+
+Every cube ``Cube.random(seed)`` (seeds fixed here) is solved optimally in one process twice,
+once looking the table up on the position only (``inverse=False``, the heuristic before the
+inverse lookups) and once on the position and its inverse (the default), alternating which
+goes first from cube to cube so that the shared machine's drift hits both alike. Tables are
+loaded and the JIT is warm before the clock starts. Reported per cube: length, nodes
+generated, table probes, wall and CPU seconds of each; over all cubes: medians, the nodes
+and time ratios (median and geometric mean) and the slowest cube of each. Writes
+``benchmarks/results/rubik_heuristic.json`` and ``.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, ROOT)
+
+
+def solve(h, cube):
+    """One optimal solve: a dict of its figures."""
+    from apps.rubik import Solver
+    t, c = time.perf_counter(), time.process_time()
+    r = Solver(tables=h).solve(cube)
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    assert cube.apply(r.solution).is_solved
+    return {"length": r.length, "generated": r.generated, "seconds": wall, "cpu_seconds": cpu,
+            "nodes_per_second": r.generated / wall}
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def summarise(cubes):
+    def side(k):
+        secs = [c[k]["seconds"] for c in cubes]
+        slow = max(cubes, key=lambda c: c[k]["seconds"])
+        return {"median_seconds": statistics.median(secs), "max_seconds": max(secs),
+                "slowest_seed": slow["seed"],
+                "median_nodes": statistics.median(c[k]["generated"] for c in cubes),
+                "median_nodes_per_second": statistics.median(c[k]["nodes_per_second"]
+                                                             for c in cubes)}
+    nodes = [c["nodes_ratio"] for c in cubes]
+    times = [c["time_ratio"] for c in cubes]
+    return {"cubes": len(cubes), "direct": side("direct"), "inverse": side("inverse"),
+            "median_nodes_ratio": statistics.median(nodes), "geomean_nodes_ratio": geomean(nodes),
+            "min_nodes_ratio": min(nodes), "max_nodes_ratio": max(nodes),
+            "median_time_ratio": statistics.median(times), "geomean_time_ratio": geomean(times),
+            "min_time_ratio": min(times), "max_time_ratio": max(times),
+            "lengths": {str(n): sum(1 for c in cubes if c["length"] == n)
+                        for n in sorted({c["length"] for c in cubes})}}
+
+
+def plot(cubes, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 4))
+    xs = [c["seed"] for c in cubes]
+    ax.bar([x - 0.2 for x in xs], [c["direct"]["seconds"] for c in cubes], width=0.4,
+           label="position only")
+    ax.bar([x + 0.2 for x in xs], [c["inverse"]["seconds"] for c in cubes], width=0.4,
+           label="position and inverse")
+    ax.set_yscale("log")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{c['seed']}\n{c['length']} mv" for c in cubes], fontsize=8)
+    ax.set_xlabel("cube (Cube.random seed, optimal length)")
+    ax.set_ylabel("serial optimal solve, s")
+    ax.set_title("huge table, one process: lookups on the inverse too")
+    ax.set_ylim(top=3 * max(c["direct"]["seconds"] for c in cubes))   # room for the legend
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="0-19")
+    ap.add_argument("--heuristic", default="huge", choices=("huge", "phase1"))
+    ap.add_argument("--out", default=os.path.join(RESULTS, "rubik_heuristic"))
+    a = ap.parse_args(argv)
+    from apps.rubik import Cube, Heuristic
+    lo, _, hi = a.seeds.partition("-")
+    seeds = list(range(int(lo), int(hi or lo) + 1))
+    t0 = time.time()
+    direct = Heuristic(a.heuristic, progress=False, inverse=False)
+    both = Heuristic(a.heuristic, progress=False, inverse=True)
+    for h in (direct, both):                                     # JIT and first page-ins
+        solve(h, Cube.from_moves("R U F D' L2 B"))
+    cubes = []
+    for k, seed in enumerate(seeds):
+        cube = Cube.random(seed)
+        runs = {}
+        for name, h in (("direct", direct), ("inverse", both))[::1 if k % 2 == 0 else -1]:
+            runs[name] = solve(h, cube)
+        d, i = runs["direct"], runs["inverse"]
+        assert d["length"] == i["length"], (seed, d, i)
+        c = {"seed": seed, "length": d["length"], "direct": d, "inverse": i,
+             "nodes_ratio": d["generated"] / i["generated"],
+             "time_ratio": d["seconds"] / i["seconds"]}
+        cubes.append(c)
+        print(f"seed {seed}: {c['length']} moves, position only {d['seconds']:.1f} s "
+              f"({d['generated'] / 1e6:.0f} M nodes), with inverse {i['seconds']:.1f} s "
+              f"({i['generated'] / 1e6:.0f} M): nodes /{c['nodes_ratio']:.2f}, "
+              f"time /{c['time_ratio']:.2f}", flush=True)
+    s = summarise(cubes)
+    print(f"median solve {s['direct']['median_seconds']:.1f} s -> "
+          f"{s['inverse']['median_seconds']:.1f} s; nodes / {s['median_nodes_ratio']:.2f} "
+          f"(geo-mean {s['geomean_nodes_ratio']:.2f}), time / {s['median_time_ratio']:.2f} "
+          f"(geo-mean {s['geomean_time_ratio']:.2f}); slowest {s['direct']['max_seconds']:.0f} s "
+          f"-> {s['inverse']['max_seconds']:.0f} s")
+    d = {"command": "python benchmarks/rubik_heuristic.py " + " ".join(argv or sys.argv[1:]),
+         "machine": {"host": platform.node(), "cores": os.cpu_count(),
+                     "load": os.getloadavg()[0]},
+         "heuristic": a.heuristic, "seeds": seeds, "cubes": cubes, "summary": s,
+         "seconds": time.time() - t0}
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    with open(a.out + ".json", "w") as fh:
+        json.dump(d, fh, indent=1)
+    plot(cubes, a.out + ".png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
