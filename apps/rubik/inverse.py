@@ -22,20 +22,16 @@ words: the 12 edge codes (cubie * 2 + flip, 5 bits a slot) and the 8 corner code
 flip and twist from those alone, so a child's inverse costs a few dozen integer
 operations per axis, and its table index no more than a direct one.
 
-Only children that survive the direct lookups are looked up on the inverse. Its value is
-not consistent under moves (a move of C is a premove of C^-1, which can change the
-inverse's phase-1 distance by more than one), so no bound of it passes from parent to
-child.
+Only children that survive the direct lookups are looked up on the inverse. A move of C is
+a premove of C^-1, after which the inverse's phase-1 distance need not be within one of
+its parent's, so no bound of it passes from parent to child: it is looked up afresh.
 """
 import numpy as np
 from numba import njit
 
-from .coords import _flip_rank, _twist_rank
+from .coords import _flip_rank, _slice_rank, _twist_rank
 from .cube import MOVE_CUBES
 from .symmetry import axis_cube
-
-INV_WORDS = 6               # two words per axis frame
-
 
 def _move_tables():
     """Per move: the 4 edge and 4 corner slots it fills (destination, source, flip/twist
@@ -90,23 +86,11 @@ def _term_tables():
             add_twist[code, k] = p * 3 + (o + k) % 3
     slice_of_mask = np.full(4096, -1, np.int64)
     for mask in range(4096):
-        if bin(mask).count("1") == 4:
-            r, k = 0, 0
-            for p in range(12):
-                if mask >> p & 1:
-                    k += 1
-                    r += _binom(p, k)
-            slice_of_mask[mask] = r
+        if bin(mask).count("1") == 4:      # slots of the slice edges: rank as coords does
+            ep = np.zeros(12, np.int64)
+            ep[[p for p in range(12) if mask >> p & 1]] = 8
+            slice_of_mask[mask] = _slice_rank(ep)
     return flip_bit, twist_term, add_twist, slice_of_mask
-
-
-def _binom(n, k):
-    if k < 0 or k > n:
-        return 0
-    r = 1
-    for i in range(k):
-        r = r * (n - i) // (i + 1)
-    return r
 
 
 #: the tables the kernels take, in this order (see :func:`_move_tables`, :func:`_term_tables`)

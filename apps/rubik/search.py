@@ -17,7 +17,8 @@ from numba import njit
 from .coords import (E6A_SOLVED, E6B_SOLVED, EDGES_A, EDGES_B, cp_coord, e6_coord,
                      flip_coord, move_arrays, twist_coord)
 from .cube import Cube, parse_moves
-from .inverse import TABLES as INV_TABLES, _advance as _advance_inverse, _coords, _step, inverse_words
+from .inverse import TABLES as INV_TABLES
+from .inverse import _advance as _advance_inverse, _coords, _step, inverse_words
 from .korf import _nib
 from .pruning import NO_FACE, _allowed
 from .symmetry import AXIS_MOVE_CONJ, axis_cube
