@@ -237,7 +237,10 @@ def rubik_speedup(d):
     out = []
     for cfg in d["configs"]:
         s = cfg["summary"]
-        out.append(f"order={cfg['order']}, split={cfg['split']}: geometric-mean speedup "
+        inv = "" if cfg.get("inverse", True) else ", position-only lookups"
+        if "inverse" not in cfg:
+            inv = ", before the inverse lookups existed"
+        out.append(f"order={cfg['order']}, split={cfg['split']}{inv}: geometric-mean speedup "
                    f"{_g(s['geomean_speedup'])}, median {_g(s['median_speedup'])}, worst "
                    f"{_g(s['min_speedup'])} (seed {s['worst_seed']}), best "
                    f"{_g(s['max_speedup'])}; {s['below_1_3']} cube(s) below 1.3; median "
@@ -314,7 +317,7 @@ SECTIONS = [
      "python benchmarks/rubik_bench.py", rubik_bench),
     ("Rubik: lookups on the inverse position", "rubik_heuristic.json",
      "python benchmarks/rubik_heuristic.py", rubik_heuristic),
-    ("Rubik: two workers against one on 20 random cubes", "rubik_speedup.json",
+    ("Rubik: two workers against one on random cubes", "rubik_speedup*.json",
      "python benchmarks/rubik_speedup.py", rubik_speedup),
     ("Uneven clusters on the multi-node test bed", "testbed_farm.json",
      "python benchmarks/testbed_remeasure.py", testbed),
