@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import statistics
@@ -26,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, ROOT)
+from rubik_speedup import geomean, seed_range  # noqa: E402  (this directory is on sys.path)
 
 
 def solve(h, cube):
@@ -37,10 +37,6 @@ def solve(h, cube):
     assert cube.apply(r.solution).is_solved
     return {"length": r.length, "generated": r.generated, "seconds": wall, "cpu_seconds": cpu,
             "nodes_per_second": r.generated / wall}
-
-
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def summarise(cubes):
@@ -93,8 +89,7 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(RESULTS, "rubik_heuristic"))
     a = ap.parse_args(argv)
     from apps.rubik import Cube, Heuristic
-    lo, _, hi = a.seeds.partition("-")
-    seeds = list(range(int(lo), int(hi or lo) + 1))
+    seeds = seed_range(a.seeds)
     t0 = time.time()
     direct = Heuristic(a.heuristic, progress=False, inverse=False)
     both = Heuristic(a.heuristic, progress=False, inverse=True)

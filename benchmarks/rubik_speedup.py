@@ -29,6 +29,16 @@ RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, ROOT)
 
 
+def seed_range(text):
+    """'0-19' -> [0, 1, ..., 19]; '7' -> [7]."""
+    lo, _, hi = text.partition("-")
+    return list(range(int(lo), int(hi or lo) + 1))
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def _split(text):
     return text if text == "adaptive" else int(text)
 
@@ -75,7 +85,7 @@ def summarise(cubes):
     sp = [c["speedup"] for c in cubes]
     worst = min(cubes, key=lambda c: c["speedup"])
     return {"cubes": len(cubes), "median_speedup": statistics.median(sp),
-            "geomean_speedup": math.exp(sum(math.log(x) for x in sp) / len(sp)),
+            "geomean_speedup": geomean(sp),
             "min_speedup": worst["speedup"], "worst_seed": worst["seed"],
             "max_speedup": max(sp),
             "median_nodes_ratio": statistics.median(c["nodes_ratio"] for c in cubes),
@@ -140,8 +150,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.mpi is not None:
         return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth, a.inverse)
-    lo, _, hi = a.seeds.partition("-")
-    seeds = list(range(int(lo), int(hi or lo) + 1))
+    seeds = seed_range(a.seeds)
     t0 = time.time()
     configs = [run_config(seeds, a.heuristic, a.order, a.split, a.pipeline_depth, a.timeout,
                           a.inverse)]

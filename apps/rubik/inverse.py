@@ -33,43 +33,38 @@ from .coords import _flip_rank, _slice_rank, _twist_rank
 from .cube import MOVE_CUBES
 from .symmetry import axis_cube
 
+
+def _moved_slots(perm, ori, what):
+    """(destination slots, source slots, orientation added, mask of the untouched 5-bit
+    fields) of the 4 slots a move's ``perm``/``ori`` (edges or corners) fills."""
+    dst, src, add = [], [], []
+    mask = (1 << (5 * len(perm))) - 1
+    for i in range(len(perm)):
+        if perm[i] != i:
+            dst.append(i)
+            src.append(perm[i])
+            add.append(ori[i])
+            mask &= ~(31 << (5 * i))
+        elif ori[i]:
+            raise AssertionError(f"a move turns one of the {what} it does not move")
+    if len(dst) != 4:
+        raise AssertionError(f"a move moves {len(dst)} {what}")
+    return dst, src, add, mask
+
+
 def _move_tables():
     """Per move: the 4 edge and 4 corner slots it fills (destination, source, flip/twist
     added) and the masks of the words' untouched fields."""
-    edst = np.zeros((18, 4), np.int64)
-    esrc = np.zeros((18, 4), np.int64)
-    eflip = np.zeros((18, 4), np.int64)
-    cdst = np.zeros((18, 4), np.int64)
-    csrc = np.zeros((18, 4), np.int64)
-    ctw = np.zeros((18, 4), np.int64)
+    tabs = [np.zeros((18, 4), np.int64) for _ in range(6)]
     ekeep = np.zeros(18, np.int64)
     ckeep = np.zeros(18, np.int64)
     for m in range(18):
         mv = MOVE_CUBES[m]
-        k = 0
-        emask = (1 << 60) - 1
-        for i in range(12):
-            if mv.ep[i] != i:
-                edst[m, k], esrc[m, k], eflip[m, k] = i, mv.ep[i], mv.eo[i]
-                emask &= ~(31 << (5 * i))
-                k += 1
-            elif mv.eo[i]:
-                raise AssertionError("a move flips an edge it does not move")
-        if k != 4:
-            raise AssertionError(f"move {m} moves {k} edges")
-        k = 0
-        cmask = (1 << 40) - 1
-        for i in range(8):
-            if mv.cp[i] != i:
-                cdst[m, k], csrc[m, k], ctw[m, k] = i, mv.cp[i], mv.co[i]
-                cmask &= ~(31 << (5 * i))
-                k += 1
-            elif mv.co[i]:
-                raise AssertionError("a move twists a corner it does not move")
-        if k != 4:
-            raise AssertionError(f"move {m} moves {k} corners")
-        ekeep[m], ckeep[m] = emask, cmask
-    return edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep
+        *edge, ekeep[m] = _moved_slots(mv.ep, mv.eo, "edges")
+        *corner, ckeep[m] = _moved_slots(mv.cp, mv.co, "corners")
+        for t, v in zip(tabs, edge + corner):
+            t[m] = v
+    return (*tabs, ekeep, ckeep)
 
 
 def _term_tables():
