@@ -105,8 +105,10 @@ def test_real_slow_rank_is_recovered_from_compute_time():
         mine = W.allgather(float(np.median(measured[-50:])))
         truth = float(np.median(mine[:-1]) / mine[-1])
         assert ratio >= 1.5 and truth / 2 <= ratio <= truth * 2, (ratio, truth, sp, mine)
+        # a forecast ratio of 1.5 (the least the first assert allows) gives the slow rank
+        # 0.8 of an even share on 2 ranks, less on more: 0.85 leaves room for rounding
         even = nz / W.size
-        assert dom.cuts[-1] - dom.cuts[-2] < 0.75 * even, dom.cuts
+        assert dom.cuts[-1] - dom.cuts[-2] < 0.85 * even, (dom.cuts, ratio)
     everywhere(body)
 
 
