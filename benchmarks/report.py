@@ -202,13 +202,16 @@ def knee_sensitivity(d):
 
 
 def knee_validation(d):
-    rows = [[r["study"], r["target"], _g(r["measured"]), _g(r["model"]),
-             f"{100 * r['relative_error']:+.0f} %", "yes" if r["within"] else "no"]
-            for r in d["table"]]
-    return (f"Fitted on {', '.join(d['fit_set'])}: Q10 = {d['fitted']['q10']}. Held out: "
-            f"{d['held_out_within']} of {d['held_out_targets']} targets within their spread "
-            f"or ±30 %.\n\n" + _table(["study", "target", "measured drop C", "model drop C",
-                                       "error", "within"], rows))
+    rows = [[r["study"], r["target"], "fit" if r.get("fit") else "held out",
+             _g(r["measured"]), _g(r["model"]), f"{100 * r['relative_error']:+.0f} %",
+             "yes" if r["within"] else "no"] for r in d["table"]]
+    fits = "; ".join(f"{f['parameter']} = {_g(f['value'])} (fitted on "
+                     + ", ".join(f"{st} {tg}" for st, tg in f["fitted_on"]) + ")"
+                     for f in d["fits"])
+    return (f"Fitted: {fits}. Held out: {d['held_out_within']} of {d['held_out_targets']} "
+            f"targets within their spread or ±30 %.\n\n"
+            + _table(["study", "target", "role", "measured drop C", "model drop C", "error",
+                      "within"], rows))
 
 
 def knee_convergence(d):

@@ -12,11 +12,21 @@ def props(tissues, tid):
         get("h"), bnd
 
 
-def face_coef(k1, k2, bnd2, h2, dx):
-    """Conductance per volume across one face, from voxel 1 (conducting) to voxel 2."""
+def face_coef(k1, k2, bnd2, h2, dx, contact=0.0):
+    """Conductance per volume across one face, from voxel 1 (conducting) to voxel 2: the
+    thermal resistances of half of each voxel and of any contact between them in series."""
     if bnd2 and k2 == 0:
         return h2 / dx
-    return 2 * k1 * k2 / (k1 + k2) / dx ** 2
+    if bnd2:
+        contact = 0.0
+    return 1.0 / (dx * (dx / (2 * k1) + dx / (2 * k2) + contact))
+
+
+def contact(tissues, tid, a, b):
+    """The contact resistance between voxels ``a`` and ``b`` (different tissues only)."""
+    if tid[a] == tid[b]:
+        return 0.0
+    return tissues[tid[a]].contact + tissues[tid[b]].contact
 
 
 def perfusion_factor(T, q10, tref):
@@ -76,7 +86,9 @@ def step(T, tid, tissues, dt, dx, Ta=37.0, P=None):
                 for dz, dy, dxx in ((-1, 0, 0), (1, 0, 0), (0, -1, 0), (0, 1, 0), (0, 0, -1),
                                     (0, 0, 1)):
                     n = (z + dz, y + dy, x + dxx)
-                    flux += face_coef(k[z, y, x], k[n], bnd[n], h[n], dx) * (T[n] - T[z, y, x])
+                    rcon = contact(tissues, tid, (z, y, x), n)
+                    flux += face_coef(k[z, y, x], k[n], bnd[n], h[n], dx, rcon) * \
+                        (T[n] - T[z, y, x])
                 tis = tissues[tid[z, y, x]]
                 p = P[z, y, x]
                 q = flux + p * (wb[z, y, x] * (Ta - T[z, y, x]) + qm[z, y, x])
@@ -111,7 +123,8 @@ def stable_dt(tid, tissues, dx, Ta=37.0):
                     c = tis.rho * min(tis.c, tis.c_solid or tis.c)
                 for n in ((z - 1, y, x), (z + 1, y, x), (z, y - 1, x), (z, y + 1, x),
                           (z, y, x - 1), (z, y, x + 1)):
-                    d += face_coef(k[z, y, x], k[n], bnd[n], h[n], dx)
+                    d += face_coef(k[z, y, x], k[n], bnd[n], h[n], dx,
+                                   contact(tissues, tid, (z, y, x), n))
                 best = min(best, c / d)
     return best
 

@@ -32,6 +32,25 @@ def test_phantom_is_built_plane_by_plane_and_has_the_anatomy():
     assert big.outer_radius() == 62.0 and np.prod(big.shape) > 5e6
 
 
+def test_suprapatellar_probe_lies_under_fat_and_the_quadriceps_tendon():
+    """Above the patella the pouch's probe point sits under 2 mm of skin, 8 mm of fat and
+    the 7.3 mm quadriceps tendon (MRI, pubmed 37388871), not under muscle; the fat pads lie
+    between it and the femur."""
+    geo = Geometry(device="none")
+    z, y, x = geo.points()["suprapatellar_pouch"]
+    col = planes(geo, z, z + 1)[0, :, x]
+    assert col[y] == ID["synovial_fluid"]
+    front = col[y:]
+    skin_at = int(np.nonzero(front == ID["air"])[0][0])       # first air voxel in front
+    names = [DEFAULT_TISSUES[i].name for i in front[:skin_at]]
+    assert 18 <= skin_at <= 21, names                         # mm (1 mm voxels)
+    assert "muscle" not in names and names.count("tendon") >= 6, names
+    assert names[-2:] == ["skin", "skin"], names
+    behind = [DEFAULT_TISSUES[i].name for i in col[:y][::-1]]
+    first_bone = behind.index("cortical_bone")
+    assert set(behind[:first_bone]) <= {"synovial_fluid", "fat"}, behind[:first_bone]
+
+
 def test_property_overrides_and_errors():
     t = tissue_table({"muscle.k": 0.6, "air.h": 5})
     assert t[ID["muscle"]].k == 0.6 and t[ID["air"]].h == 5.0
@@ -91,3 +110,20 @@ def test_arterial_temperature_and_bad_pack():
     assert Params().t_arterial == 34.5
     with pytest.raises(ConfigurationError, match="unknown pack"):
         Params(pack="slush").validate()
+
+
+def test_default_couplings_are_the_validation_fit():
+    """The defaults of the cold response and the pack contact are what
+    benchmarks/knee_validation.py fitted (re-run it and update tissues.py together)."""
+    import json
+    import os
+
+    from apps.knee.tissues import ICE_CONTACT, Q10_TISSUE
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results",
+                        "knee_validation.json")
+    with open(path) as fh:
+        fitted = json.load(fh)["fitted"]
+    assert fitted["q10"] == Q10_TISSUE and fitted["ice_contact"] == ICE_CONTACT
+    for name in ("skin", "fat", "muscle", "tendon"):
+        assert DEFAULT_TISSUES[ID[name]].q10 == Q10_TISSUE
+    assert DEFAULT_TISSUES[ID["ice"]].contact == ICE_CONTACT

@@ -158,6 +158,49 @@ def test_two_layer_steady_state_is_exact():
     np.testing.assert_allclose(dom.interior("T")[:, 1, 1], exact, rtol=0, atol=1e-12)
 
 
+def test_perfusion_lag_relaxes_the_factor_exponentially():
+    """With a lag tau the perfusion factor approaches the law's value as exp(-t / tau) over
+    the refreshes (t = refreshes x interval), and jumps straight to it without a lag."""
+    shape = (5, 5, 5)
+    tis = [WALL, Tissue("p", 0.5, 1000, 4000, perfusion=0.0, qm=0.0, q10=4.0)]
+    dom = SlabDomain(MPI.COMM_SELF, shape)
+    dom.set_from_global("tid", ring(shape))
+    dom.set_from_global("T", np.full(shape, 27.0))          # law: 4 ** -1 = 0.25
+    tau, every = 300.0, 10.0
+    s = HeatSolver(dom, Tables(tis, 1e-3), perfusion_every=every, perfusion_lag=tau)
+    s.prepare()
+    assert dom.interior("P")[2, 2, 2] == pytest.approx(0.25)  # the start is at equilibrium
+    dom["P"][...] = 1.0                                        # as if just cooled to 27 C
+    n = 12 * s._pevery
+    s.advance(n)
+    t = 12 * s._pevery * s.dt
+    assert dom.interior("P")[2, 2, 2] == pytest.approx(0.25 + 0.75 * math.exp(-t / tau),
+                                                      rel=1e-12)
+    s0 = HeatSolver(dom, Tables(tis, 1e-3), perfusion_every=every)
+    dom["P"][...] = 1.0
+    s0.advance(1)
+    assert dom.interior("P")[2, 2, 2] == pytest.approx(0.25, rel=1e-14)
+    with pytest.raises(ConfigurationError, match="perfusion_lag"):
+        HeatSolver(dom, Tables(tis, 1e-3), perfusion_lag=-1.0)
+
+
+def test_contact_resistance_adds_in_series_at_the_interface():
+    """A contact resistance on one layer adds to the series resistance of the bar once, at
+    the interface between the layers only, and makes the temperature jump there by q Rc."""
+    from dataclasses import replace
+    nz, m, k1, k2, dx, rc = 20, 7, 0.5, 0.1, 1e-3, 0.05
+    shape, tid, T, tis = _two_layer(m, k1, k2, nz, dx)
+    tis[2] = replace(tis[2], contact=rc)
+    dom, s = box(shape, tid, T, tis, dx=dx)
+    s.steady_state(tol=1e-15, max_iter=100000, omega=1.5)
+    z = np.arange(nz) * dx
+    zi = (m - 0.5) * dx
+    q = 1.0 / (zi / k1 + rc + (z[-1] - zi) / k2)
+    exact = np.where(z < zi, q * z / k1, q * (zi / k1 + rc) + q * (z - zi) / k2)
+    np.testing.assert_allclose(dom.interior("T")[:, 1, 1], exact, rtol=0, atol=1e-12)
+    assert q * rc > 0.2                            # the jump is a large part of the drop
+
+
 def _gauss_error(N, t0=0.004, tend=8 / 2048, r=0.125):
     # box [-0.5, 0.5]^3, k = rho c = 1, Dirichlet walls at the exact initial values
     dx = 1.0 / N

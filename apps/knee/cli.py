@@ -79,6 +79,9 @@ def _model_options(g) -> None:
     g.add_argument("--perfusion-every", type=float, default=10.0,
                    help="seconds of simulated time between refreshes of the temperature-"
                         "dependent perfusion factor (0: every step; default 10)")
+    g.add_argument("--perfusion-lag", type=float, default=0.0,
+                   help="time constant (s) with which perfusion follows the temperature "
+                        "(vessels take minutes to constrict; default 0: at once)")
     g.add_argument("--h-air", type=float, default=10.0, help="skin-air coefficient (natural convection + radiation), W/(m^2 K) "
                         "(default 10)")
     g.add_argument("--set", type=_override, action="append", default=[], metavar="T.P=V",
@@ -138,7 +141,7 @@ def sensitivity_band(p, summ) -> dict | None:
     if not os.path.exists(SENSITIVITY):
         return None
     ref = Params()
-    same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack",
+    same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack", "perfusion_lag",
             "pack_temp", "t_arterial", "ambient", "h_air", "overrides")
     if any(getattr(p, k) != getattr(ref, k) for k in same):
         return None
@@ -178,6 +181,7 @@ def _start(args, comm, log, kw):
                thickness_mm=args.thickness, length_mm=args.length,
                bandage_mm=args.bandage, pack_temp=args.pack_temp, pack=args.pack,
                t_arterial=args.t_arterial, perfusion_every=args.perfusion_every,
+               perfusion_lag=args.perfusion_lag,
                cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
                overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol)
     run = KneeRun(comm, p, **kw)

@@ -147,14 +147,19 @@ def _phase_index(tid, pc, k0, k1):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _perf_factor(T, tid, P, kap, tref):  # pragma: no cover - compiled
-    """The vasoconstriction law per voxel: ``P = exp(kap (T - tref))`` below tref, else 1."""
+def _perf_factor(T, tid, P, kap, tref, relax):  # pragma: no cover - compiled
+    """The vasoconstriction law per voxel: ``P`` moves the fraction ``relax`` of the way to
+    ``exp(kap (T - tref))`` below tref, else 1 (``relax = 1``: straight to it)."""
     nz, ny, nx = T.shape
     for k in range(nz):
         for j in range(ny):
             for i in range(nx):
                 t = tid[k, j, i]
-                P[k, j, i] = _pfac(T[k, j, i], kap[t], tref[t])
+                target = _pfac(T[k, j, i], kap[t], tref[t])
+                if relax >= 1.0:
+                    P[k, j, i] = target
+                else:
+                    P[k, j, i] += relax * (target - P[k, j, i])
 
 
 @njit(cache=True, nogil=True)

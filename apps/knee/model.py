@@ -51,6 +51,7 @@ class Params:
     pack: str = "ice"            # ice: frozen water-based pack (latent heat); gel: no freezing
     t_arterial: float = T_ARTERIAL_KNEE
     perfusion_every: float = 10.0  # s between refreshes of the perfusion factor from T
+    perfusion_lag: float = 0.0     # s, time constant of vasoconstriction (0: at once)
     cuff_temp: float = 8.0
     ambient: float = 24.0
     h_air: float = 10.0
@@ -163,7 +164,8 @@ class KneeRun:
     def _make_solver(self) -> None:
         self.solver = HeatSolver(self.dom, self.tab, dt=self.p.dt, overlap=self.overlap,
                                  balancer=self.balancer,
-                                 perfusion_every=self.p.perfusion_every)
+                                 perfusion_every=self.p.perfusion_every,
+                                 perfusion_lag=self.p.perfusion_lag)
         self.solver.prepare()
 
     # ------------------------------------------------------------------ checkpoints
@@ -245,7 +247,10 @@ class KneeRun:
         out = {"t0": self.t0_values, "drop": {}}
         end = float(t[-1]) if t.size else 0.0
         pts = [m for m in marks if m <= end + 1e-9]
-        if end > 0 and (not pts or abs(pts[-1] - end) > 1e-6):
+        # the run ends on the first step at or past its end: less than a step past a mark
+        # is that mark, not another time
+        step_min = self.solver.dt / 60.0 if self.solver is not None else 0.0
+        if end > 0 and (not pts or end - pts[-1] > step_min + 1e-6):
             pts.append(round(end, 2))
         for m in pts:
             out["drop"][m] = {k: float(self.t0_values[k] - np.interp(m, t, self.history[k]))

@@ -18,10 +18,20 @@ circumference of ~39 cm) of skin (2 mm), subcutaneous fat (8 mm) and muscle, hol
   thin, poorly perfused tissues; the nearest muscles -- vastus medialis, the gastrocnemius
   heads -- lie above the joint line or behind it). Standard knee anatomy; a model
   choice, not a measured geometry;
-* the suprapatellar pouch: a 2 mm synovial recess in front of the femur, from the joint
-  line to 55 mm above it, under the quadriceps (muscle) -- where Warren et al. 2004 and
-  Martin et al. 2002 placed their intra-articular probes (Warren et al., Am J Sports Med
-  32 (2004) 441, pubmed 14977671; Martin et al., Clin Orthop 400 (2002) 184, pubmed 12072761).
+* the quadriceps tendon: a 7.3 mm layer under the subcutaneous fat, as wide as the patella,
+  from the patella up to 65 mm above its upper pole (MRI thickness 7.13-7.41 mm at 1-4 cm
+  above the patella, Arthrosc Sports Med Rehabil 5 (2023) e783, pubmed 37388871; measured
+  still 6.5 mm thick 65 mm above the pole in cadavers, Stickels et al., Arthrosc Sports
+  Med Rehabil 2025, doi 10.1016/j.asmr.2025.101162);
+* the suprapatellar pouch: a 2 mm synovial recess in front of the femur behind the patella,
+  and above the patella's upper pole up to 55 mm above the joint line (a longitudinal
+  extent of ~22 mm above the pole, the healthy-volunteer mean of Schmidt et al., Ann Rheum
+  Dis 63 (2004) 988) directly under the tendon, with fat between it and the femur (the
+  suprapatellar and prefemoral fat pads; their thickness is set by the phantom's femur,
+  not measured). This is where Warren et al. 2004 and Martin et al. 2002 placed their
+  intra-articular probes (Warren et al., Am J Sports Med 32 (2004) 441, pubmed 14977671;
+  Martin et al., Clin Orthop 400 (2002) 184, pubmed 12072761); the probe point is the
+  middle of the part above the pole.
 
 Anatomical sizes scale down with the grid when it is too small for a 62 mm leg (tests use
 small grids). Cooling devices sit outside the skin on chosen ``sides`` (anterior, posterior,
@@ -44,6 +54,13 @@ from .tissues import ID
 __all__ = ["Geometry", "planes", "SIDES"]
 
 SIDES = {"anterior": 90.0, "posterior": 270.0, "medial": 0.0, "lateral": 180.0}
+
+SUBCUTIS_MM = 10.0     # skin (2 mm) + subcutaneous fat (8 mm), not scaled
+TENDON_MM = 7.3        # quadriceps tendon thickness (scaled with the leg)
+PATELLA_TOP = 34.0     # the patella's upper pole above the joint line (its centre + half-length)
+POUCH_TOP = 55.0       # the suprapatellar pouch's upper end above the joint line
+POUCH_PROBE = 0.5 * (PATELLA_TOP + POUCH_TOP)   # the probe: middle of the part above the pole
+TENDON_TOP = PATELLA_TOP + 65.0
 
 
 @dataclass(frozen=True)
@@ -105,13 +122,26 @@ class Geometry:
         return 8.0
 
     def _pouch_y(self, zmm: float) -> float:
-        """y (mm from the leg axis) of the suprapatellar pouch at ``zmm`` above the joint
-        line: just in front of the femur's anterior cortex."""
+        """y (mm from the leg axis) of the middle of the suprapatellar pouch at ``zmm`` above
+        the joint line: behind the patella just in front of the femur's anterior cortex,
+        above the patella's upper pole just under the quadriceps tendon."""
+        s = self.scale
+        half = 0.5 * max(2.0 * s, self.dx)
+        if zmm >= PATELLA_TOP * s:
+            return self._y_at_depth(SUBCUTIS_MM + TENDON_MM * s + half)
+        return self._femur_front(zmm) + 1.0 * s + half
+
+    def _femur_front(self, zmm: float) -> float:
+        """y of the femur's anterior surface in the midline ``zmm`` above the joint line."""
         s = self.scale
         gap = max(3.0 * s, self.dx)
         f = min(max((zmm - gap / 2) / (50.0 * s), 0.0), 1.0)
-        by = (26.0 + (14.0 - 26.0) * f) * s
-        return (self.bone_shift() - 5.0) * s + by + 1.0 * s + 0.5 * max(2.0 * s, self.dx)
+        return (self.bone_shift() - 5.0) * s + (26.0 + (14.0 - 26.0) * f) * s
+
+    def _y_at_depth(self, depth: float) -> float:
+        """y of the point ``depth`` mm under the anterior skin in the midline (x = 0)."""
+        R = self.outer_radius()
+        return 0.95 * R * (1.0 - depth / R)
 
     @property
     def scale(self) -> float:
@@ -134,7 +164,8 @@ class Geometry:
         return {
             "joint_centre": vox(zj, yc + (yf - 4) * s, xc),
             "joint_anterior": vox(zj, yc + (yf + 18) * s, xc),
-            "suprapatellar_pouch": vox(zj + 35 * s, yc + self._pouch_y(35 * s), xc),
+            "suprapatellar_pouch": vox(zj + POUCH_PROBE * s, yc + self._pouch_y(POUCH_PROBE * s),
+                                       xc),
             "skin_anterior": vox(zj, yc + ay - 1.0, xc),
             "subcutaneous_anterior": vox(zj, yc + ay - 4.0, xc),
             "muscle_medial": vox(zj + 25 * s, yc, xc + 1.05 * R - 18 * s),
@@ -161,9 +192,9 @@ def planes(geo: Geometry, z0: int, z1: int) -> np.ndarray:
     depth = np.broadcast_to((1.0 - rho) * R, shp)                # ~mm below the skin
     leg = depth >= 0
     out[leg] = ID["muscle"]
-    out[leg & (depth < 10.0)] = ID["fat"]
+    out[leg & (depth < SUBCUTIS_MM)] = ID["fat"]
     out[leg & (depth < 2.0)] = ID["skin"]
-    _bones_and_joint(out, geo, z, y, x)
+    _bones_and_joint(out, geo, z, y, x, depth)
     _patella(out, geo, z, y, x, ay)
     if geo.device != "none":
         _device(out, geo, z, y, x, ax, ay, depth)
@@ -177,9 +208,10 @@ def planes(geo: Geometry, z0: int, z1: int) -> np.ndarray:
     return out
 
 
-def _bones_and_joint(out, geo, z, y, x) -> None:
+def _bones_and_joint(out, geo, z, y, x, depth) -> None:
     """Femur and tibia (elliptic sections blending from shaft to condyle/plateau near the
-    joint, cortical shell, cartilage caps), the joint space, and the suprapatellar pouch."""
+    joint, cortical shell, cartilage caps), the joint space, the quadriceps tendon and the
+    suprapatellar pouch."""
     shp = out.shape
     d, s = geo.dx, geo.scale
     gap = max(3.0 * s, d)
@@ -202,15 +234,24 @@ def _bones_and_joint(out, geo, z, y, x) -> None:
         out[inside & np.broadcast_to(zz < cart, shp)] = ID["cartilage"]
     joint = (np.abs(z) < gap / 2) & (_ellipse(y - (yf - 4.0) * s, x, 27.0 * s, 39.0 * s) <= 1.0)
     out[np.broadcast_to(joint, shp)] = ID["synovial_fluid"]
-    # suprapatellar pouch: 2 mm of fluid in front of the femur, 22 mm wide
-    zz = z[:, 0, 0]
+    # quadriceps tendon under the subcutaneous fat, as wide as the patella
+    tendon = ((z >= 10.0 * s) & (z <= TENDON_TOP * s) & (np.abs(x) <= 22.0 * s) & (y > 0)
+              & (depth >= SUBCUTIS_MM) & (depth < SUBCUTIS_MM + TENDON_MM * s))
+    out[tendon & (out == ID["muscle"])] = ID["tendon"]
+    # suprapatellar pouch: 2 mm of fluid, 22 mm wide; above the patella under the tendon,
+    # with the fat pads between it and the femur
+    zz, yy, xx = z[:, 0, 0], y[0, :, 0], x[0, 0, :]
+    soft = (ID["muscle"], ID["fat"])
     for kz, zmm in enumerate(zz):
-        if gap / 2 <= zmm <= 55.0 * s:
+        if gap / 2 <= zmm <= POUCH_TOP * s:
             yp = geo._pouch_y(zmm)
             h = 0.5 * max(2.0 * s, d)
-            sel = (np.abs(y[0, :, 0] - yp) <= h)[:, None] & (np.abs(x[0, 0, :]) <= 11.0 * s)[None, :]
-            out[kz][sel & (out[kz] == ID["muscle"]) | sel & (out[kz] == ID["fat"])] = \
-                ID["synovial_fluid"]
+            mid = (np.abs(xx) <= 11.0 * s)[None, :]
+            if zmm >= PATELLA_TOP * s:
+                pads = ((yy < yp - h) & (yy > geo._femur_front(zmm)))[:, None] & mid
+                out[kz][pads & np.isin(out[kz], soft)] = ID["fat"]
+            sel = (np.abs(yy - yp) <= h)[:, None] & mid
+            out[kz][sel & np.isin(out[kz], soft + (ID["tendon"],))] = ID["synovial_fluid"]
 
 
 def _patella(out, geo, z, y, x, ay) -> None:

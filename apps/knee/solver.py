@@ -47,8 +47,9 @@ class Tables:
                     c = 2.0 * k[a] * k[b] / (k[a] + k[b]) / dx ** 2
                 elif b < a:
                     continue            # conducting pair: set once, mirrored below
-                else:
-                    c = 2.0 * k[a] * k[b] / (k[a] + k[b]) / dx ** 2
+                else:                   # half a voxel of each, in series with any contact
+                    rc = ta.contact + tb.contact if a != b else 0.0
+                    c = 1.0 / (dx * (0.5 * dx / k[a] + 0.5 * dx / k[b] + rc))
                 self.C[a, b] = self.C[b, a] = c
         self.rhoc = np.array([0.0 if t.boundary else t.rho * t.c for t in tissues])
         self.wb = np.array([0.0 if t.boundary else t.perfusion * RHO_BLOOD * C_BLOOD
@@ -93,14 +94,20 @@ class HeatSolver:
     uint8 field ``tid``. ``dt=None`` picks ``safety`` times the stability limit; a requested
     ``dt`` above the limit raises :class:`UnstableTimeStep` on every rank. The temperature-
     dependent perfusion factor lives in field ``P``, refreshed from ``T`` every
-    ``perfusion_every`` seconds of simulated time (0: every step)."""
+    ``perfusion_every`` seconds of simulated time (0: every step). With ``perfusion_lag``
+    > 0 (seconds) the factor follows the temperature with that first-order time constant
+    instead of at once (vessels take minutes to constrict)."""
 
     def __init__(self, dom, tables: Tables, dt: float | None = None, safety: float = 0.9,
-                 overlap: bool = True, balancer=None, perfusion_every: float = 10.0):
+                 overlap: bool = True, balancer=None, perfusion_every: float = 10.0,
+                 perfusion_lag: float = 0.0):
         self.dom, self.tab = dom, tables
         if not perfusion_every >= 0:
             raise ConfigurationError("perfusion_every must be >= 0 (seconds)")
+        if not perfusion_lag >= 0:
+            raise ConfigurationError("perfusion_lag must be >= 0 (seconds)")
         self.perfusion_every = float(perfusion_every)
+        self.perfusion_lag = float(perfusion_lag)
         self._pc_key, self._pc_idx = None, None
         self.overlap, self.balancer = overlap, balancer
         if "tid" not in dom.fields or dom.fields["tid"].dtype != np.uint8:
@@ -159,12 +166,17 @@ class HeatSolver:
         d.exchange(["T", "tid"])
         if "P" not in d.fields:
             d.add("P", np.float64, 1.0)
-            self.refresh_perfusion()
+            self.refresh_perfusion(at_once=True)
 
-    def refresh_perfusion(self) -> None:
-        """P = the vasoconstriction factor at the current temperatures (local, no messages)."""
+    def refresh_perfusion(self, at_once: bool = False) -> None:
+        """P = the vasoconstriction factor at the current temperatures, or (with a lag) P
+        moved towards it by what the lag allows over one refresh interval (local, no
+        messages)."""
         d, t = self.dom, self.tab
-        K._perf_factor(d.fields["T"], d.fields["tid"], d.fields["P"], t.kap, t.tref)
+        relax = 1.0
+        if self.perfusion_lag > 0 and not at_once:
+            relax = -np.expm1(-self._pevery * self.dt / self.perfusion_lag)
+        K._perf_factor(d.fields["T"], d.fields["tid"], d.fields["P"], t.kap, t.tref, relax)
 
     def _phase_voxels(self) -> np.ndarray:
         """Row runs of the phase-change voxels, rebuilt when the slab changes."""
