@@ -81,7 +81,7 @@ STUDIES = {
 #: the earlier ones' results; before its own fit a parameter has its first candidate
 #: (contact 0 = perfect contact; Q10 2 = the model's default).
 FITS = (
-    ("ice_contact", (0.0, 0.005, 0.01, 0.02, 0.04),
+    ("ice_contact", (0.0, 0.01, 0.02, 0.04, 0.06, 0.08),
      [("Oosterveld ice chips", "skin_anterior@30")]),
     ("air_h", (10.0, 5.0, 20.0, 50.0), [("Oosterveld cold air", "skin_anterior@30")]),
     ("q10", (2.0, 1.5, 3.0, 4.0), [("Warren ice", t) for t in STUDIES["Warren ice"][3]]),
