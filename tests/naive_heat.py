@@ -16,17 +16,22 @@ def face_coef(k1, k2, bnd2, h2, dx, contact=0.0):
     """Conductance per volume across one face, from voxel 1 (conducting) to voxel 2: the
     thermal resistances of half of each voxel and of any contact between them in series."""
     if bnd2 and k2 == 0:
-        return h2 / dx
+        return 0.0 if h2 == 0 else 1.0 / (dx * (1.0 / h2 + contact))
     if bnd2:
         contact = 0.0
     return 1.0 / (dx * (dx / (2 * k1) + dx / (2 * k2) + contact))
 
 
 def contact(tissues, tid, a, b):
-    """The contact resistance between voxels ``a`` and ``b`` (different tissues only)."""
+    """The contact resistance between voxels ``a`` and ``b``: both tissues' between different
+    conducting tissues, an h boundary's own (a cuff's bladder on the skin; a pack's contact
+    is with the skin, not with the air), none towards a fixed-temperature conductor."""
+    ta, tb = tissues[tid[a]], tissues[tid[b]]
+    if tb.boundary:
+        return tb.contact if tb.k == 0 else 0.0
     if tid[a] == tid[b]:
         return 0.0
-    return tissues[tid[a]].contact + tissues[tid[b]].contact
+    return ta.contact + tb.contact
 
 
 def perfusion_factor(T, q10, tref):

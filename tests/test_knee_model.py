@@ -32,6 +32,36 @@ def test_phantom_is_built_plane_by_plane_and_has_the_anatomy():
     assert big.outer_radius() == 62.0 and np.prod(big.shape) > 5e6
 
 
+@pytest.mark.parametrize("shape,device", [((30, 44, 42), "cuff"), ((30, 40, 38), "none"),
+                                          ((26, 36, 34), "none"), ((60, 70, 66), "gel")])
+def test_pouch_probe_is_in_the_pouch_on_small_grids(shape, device):
+    """On legs too small for the unscaled 10 mm of skin and fat over the tendon the pouch
+    stays on the femur, and the probe point in its fluid."""
+    kw = dict(length=20.0) if device != "none" else {}
+    if device == "gel":
+        kw = dict(thickness=8.0, length=40.0)
+    geo = Geometry(shape=shape, device=device, **kw)
+    geo.validate()
+    p = geo.points()["suprapatellar_pouch"]
+    assert planes(geo, 0, shape[0])[p] == ID["synovial_fluid"]
+
+
+def test_summary_reports_the_end_asked_for_unless_it_is_a_mark():
+    p = Params(shape=(30, 44, 42), device="cuff", length_mm=20.0, steady_tol=1e-6)
+    run = KneeRun(MPI.COMM_SELF, p, balance=False, log=lambda *a: None)
+    run.steady_state()
+    run.start_cooling()
+    run.run(minutes=1.0, history_every=10)
+    assert list(run.summary(marks=(1,))["drop"]) == [1]
+    run.run(minutes=1.02, history_every=10)          # an end that is not a mark
+    keys = list(run.summary(marks=(1,))["drop"])
+    assert keys[0] == 1 and len(keys) == 2 and 1.0 < keys[1] < 1.2, keys
+    with pytest.raises(ConfigurationError, match="perfusion_lag"):
+        Params(perfusion_lag=-1.0).validate()
+    with pytest.raises(ConfigurationError, match="perfusion_lag"):
+        Params(perfusion_lag=float("inf")).validate()
+
+
 def test_suprapatellar_probe_lies_under_fat_and_the_quadriceps_tendon():
     """Above the patella the pouch's probe point sits under 2 mm of skin, 8 mm of fat and
     the 7.3 mm quadriceps tendon (MRI, pubmed 37388871), not under muscle; the fat pads lie

@@ -198,7 +198,27 @@ def test_contact_resistance_adds_in_series_at_the_interface():
     q = 1.0 / (zi / k1 + rc + (z[-1] - zi) / k2)
     exact = np.where(z < zi, q * z / k1, q * (zi / k1 + rc) + q * (z - zi) / k2)
     np.testing.assert_allclose(dom.interior("T")[:, 1, 1], exact, rtol=0, atol=1e-12)
-    assert q * rc > 0.2                            # the jump is a large part of the drop
+
+
+def test_contact_applies_between_different_tissues_and_in_series_with_h():
+    """No contact inside one tissue or towards a fixed-temperature conductor; towards an
+    h boundary only the boundary's own contact adds to 1/h (a pack's contact is with the
+    skin, not with the room's air); an insulator stays insulating."""
+    from dataclasses import replace
+    dx, rc = 1e-3, 0.02
+    a = Tissue("a", 0.5, 1000, 4000, contact=rc)
+    b = Tissue("b", 0.2, 1000, 4000)
+    cuff = Tissue("cuff", boundary=True, h=500.0, contact=rc)
+    ins = Tissue("ins", boundary=True, h=0.0, contact=rc)
+    fixed = Tissue("fixed", k=0.5, boundary=True)
+    C = Tables([a, b, cuff, ins, fixed], dx).C
+    plain = Tables([replace(a, contact=0.0), b], dx).C
+    assert C[0, 0] == plain[0, 0] == 0.5 / dx ** 2                 # same tissue: no contact
+    assert C[0, 1] == C[1, 0] == pytest.approx(1 / (dx * (dx / 1.0 + dx / 0.4 + rc)))
+    assert C[1, 2] == pytest.approx(1 / (dx * (1 / 500.0 + rc)))   # b has none, the cuff rc
+    assert C[0, 2] == pytest.approx(1 / (dx * (1 / 500.0 + rc)))   # only the boundary's own
+    assert C[0, 3] == 0.0 and C[1, 3] == 0.0
+    assert C[1, 4] == pytest.approx(2 * 0.2 * 0.5 / 0.7 / dx ** 2)  # Dirichlet: no contact
 
 
 def _gauss_error(N, t0=0.004, tend=8 / 2048, r=0.125):

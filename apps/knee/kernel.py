@@ -1,9 +1,11 @@
 """Numba kernels of the bioheat solver: pure functions of arrays and scalars, no MPI.
 
 A voxel of tissue ``t`` whose neighbour across a face has tissue ``u`` exchanges heat with
-face coefficient ``C[t, u]`` (W/(m^3 K)): ``2 k_t k_u / (k_t + k_u) / dx^2`` (harmonic mean,
-series resistance of two half cells) between conducting tissues, ``h_u / dx`` towards a
-boundary material ``u`` (air, cryo-cuff: fixed temperature), 0 for an insulator. The table
+face coefficient ``C[t, u]`` (W/(m^3 K)): ``1 / (dx (dx/2k_t + dx/2k_u + R_c))`` (the series
+resistance of two half cells and of any contact ``R_c`` between different tissues; the
+harmonic mean of the conductivities when ``R_c = 0``) between conducting tissues,
+``1 / (dx (1/h_u + R_u))`` towards a boundary material ``u`` (air, cryo-cuff: fixed
+temperature; ``R_u`` its own contact, a cuff's bladder), 0 for an insulator. The table
 is symmetric (``C[u, t] = C[t, u]`` for a boundary ``u``: never used, since boundary
 voxels are not updated), so a face's heat flow can be computed once for both voxels. One explicit
 (FTCS) step of the Pennes equation is then
@@ -69,8 +71,8 @@ def _pennes_step(T, Tn, tid, P, C, g, wb, src, k0, k1):  # pragma: no cover - co
 
     Flux form: the heat flow across each face, ``C[t, u] (T_u - T_t)``, is computed once and
     used by both voxels it joins (the lower voxel's ``+`` face is the upper voxel's ``-``
-    face, with the sign flipped). ``C`` must be symmetric (``Tables.C`` is: harmonic means
-    are, and a boundary row mirrors its column, which is harmless because boundary voxels
+    face, with the sign flipped). ``C`` must be symmetric (``Tables.C`` is: series
+    resistances are, and a boundary row mirrors its column, which is harmless because boundary voxels
     have ``g = 0``). Negation is exact, so each voxel sums bitwise the same six terms, in
     the same order (z-, z+, y-, y+, x-, x+), as the direct form
     ``sum_f C[t, u_f] (T_f - T_i)`` would: results do not depend on where a call's planes

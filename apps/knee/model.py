@@ -80,6 +80,9 @@ class Params:
         for name in ("pack_temp", "cuff_temp", "ambient", "h_air", "t_arterial"):
             if not math.isfinite(getattr(self, name)):
                 raise ConfigurationError(f"{name} must be finite")
+        if not (self.perfusion_lag >= 0 and math.isfinite(self.perfusion_lag)):
+            raise ConfigurationError(f"perfusion_lag must be a finite number of seconds >= 0, "
+                                     f"got {self.perfusion_lag}")
 
     def key(self) -> str:
         d = asdict(self)
@@ -111,6 +114,7 @@ class KneeRun:
         self.solver = None
         self.steady_sweeps = 0
         self.t0_values = None
+        self.asked_min = None      # the end the last run() was asked for, minutes
 
     # ------------------------------------------------------------------ set-up
     def _planes(self, z0: int, z1: int) -> np.ndarray:
@@ -210,6 +214,7 @@ class KneeRun:
         """Advance to ``minutes`` of cooling (or to absolute step ``steps``)."""
         s = self.solver
         end = steps if steps is not None else int(math.ceil(minutes * 60.0 / s.dt - 1e-9))
+        self.asked_min = minutes if steps is None else steps * s.dt / 60.0
         per = lambda sec: max(1, int(round(sec / s.dt))) if sec > 0 else 0  # noqa: E731
         h, sn, ck = per(history_every), per(snapshot_every * 60), per(checkpoint_every * 60)
         t0 = time.perf_counter()
@@ -247,10 +252,10 @@ class KneeRun:
         out = {"t0": self.t0_values, "drop": {}}
         end = float(t[-1]) if t.size else 0.0
         pts = [m for m in marks if m <= end + 1e-9]
-        # the run ends on the first step at or past its end: less than a step past a mark
-        # is that mark, not another time
-        step_min = self.solver.dt / 60.0 if self.solver is not None else 0.0
-        if end > 0 and (not pts or end - pts[-1] > step_min + 1e-6):
+        # the run ends on the first step at or past the end asked for: that end is reported
+        # unless it is one of the marks (then the mark stands for it)
+        asked = self.asked_min if self.asked_min is not None else end
+        if end > 0 and not any(abs(asked - m) < 1e-9 for m in pts):
             pts.append(round(end, 2))
         for m in pts:
             out["drop"][m] = {k: float(self.t0_values[k] - np.interp(m, t, self.history[k]))

@@ -18,8 +18,10 @@ circumference of ~39 cm) of skin (2 mm), subcutaneous fat (8 mm) and muscle, hol
   thin, poorly perfused tissues; the nearest muscles -- vastus medialis, the gastrocnemius
   heads -- lie above the joint line or behind it). Standard knee anatomy; a model
   choice, not a measured geometry;
-* the quadriceps tendon: a 7.3 mm layer under the subcutaneous fat, as wide as the patella,
-  from the patella up to 65 mm above its upper pole (MRI thickness 7.13-7.41 mm at 1-4 cm
+* the quadriceps tendon: a 7.3 mm layer under the subcutaneous fat (6-7 voxels at 1 mm: the
+  elliptic section thins the anterior layers by ~5 %), as wide as the patella, from the
+  top of the joint band (20 mm above the joint line, beside the patella) up to 65 mm above
+  the patella's upper pole (MRI thickness 7.13-7.41 mm at 1-4 cm
   above the patella, Arthrosc Sports Med Rehabil 5 (2023) e783, pubmed 37388871; measured
   still 6.5 mm thick 65 mm above the pole in cadavers, Stickels et al., Arthrosc Sports
   Med Rehabil 2025, doi 10.1016/j.asmr.2025.101162);
@@ -127,9 +129,12 @@ class Geometry:
         above the patella's upper pole just under the quadriceps tendon."""
         s = self.scale
         half = 0.5 * max(2.0 * s, self.dx)
+        on_femur = self._femur_front(zmm) + 1.0 * s + half
         if zmm >= PATELLA_TOP * s:
-            return self._y_at_depth(SUBCUTIS_MM + TENDON_MM * s + half)
-        return self._femur_front(zmm) + 1.0 * s + half
+            # under the tendon; on a small leg (the 10 mm of skin and fat do not scale)
+            # that would be inside the femur: then on the femur as below the pole
+            return max(self._y_at_depth(SUBCUTIS_MM + TENDON_MM * s + half), on_femur)
+        return on_femur
 
     def _femur_front(self, zmm: float) -> float:
         """y of the femur's anterior surface in the midline ``zmm`` above the joint line."""
@@ -235,7 +240,7 @@ def _bones_and_joint(out, geo, z, y, x, depth) -> None:
     joint = (np.abs(z) < gap / 2) & (_ellipse(y - (yf - 4.0) * s, x, 27.0 * s, 39.0 * s) <= 1.0)
     out[np.broadcast_to(joint, shp)] = ID["synovial_fluid"]
     # quadriceps tendon under the subcutaneous fat, as wide as the patella
-    tendon = ((z >= 10.0 * s) & (z <= TENDON_TOP * s) & (np.abs(x) <= 22.0 * s) & (y > 0)
+    tendon = ((z >= 20.0 * s) & (z <= TENDON_TOP * s) & (np.abs(x) <= 22.0 * s) & (y > 0)
               & (depth >= SUBCUTIS_MM) & (depth < SUBCUTIS_MM + TENDON_MM * s))
     out[tendon & (out == ID["muscle"])] = ID["tendon"]
     # suprapatellar pouch: 2 mm of fluid, 22 mm wide; above the patella under the tendon,

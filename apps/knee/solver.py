@@ -41,8 +41,8 @@ class Tables:
             if ta.boundary:
                 continue
             for b, tb in enumerate(tissues):
-                if tb.boundary and tb.k == 0:
-                    c = tb.h / dx
+                if tb.boundary and tb.k == 0:   # h, in series with the boundary's own contact
+                    c = 0.0 if tb.h == 0 else 1.0 / (dx * (1.0 / tb.h + tb.contact))
                 elif tb.boundary:
                     c = 2.0 * k[a] * k[b] / (k[a] + k[b]) / dx ** 2
                 elif b < a:

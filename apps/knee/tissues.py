@@ -40,10 +40,11 @@ uses ``T_ARTERIAL_KNEE`` = 34.5 C (see there: the limb's inflow is cooler than t
 ``--t-arterial``).
 
 ``contact`` is a thermal contact resistance (m^2 K/W) that a tissue adds on each face it
-shares with a different conducting tissue: a pack in a bag, or crushed ice with air
-pockets, does not touch the skin everywhere (``--set ice.contact=0.01`` is a contact
-conductance of 100 W/(m^2 K)). It is 0 (perfect contact) by default; the validation
-benchmark fits it to a measured skin temperature under ice.
+shares with a different conducting tissue; a boundary tissue with ``k = 0`` puts its own in
+series with its ``h`` (a conducting tissue's contact does not apply towards the air): a pack in a bag, or crushed ice with air pockets, does not touch the skin
+everywhere (``--set ice.contact=0.01`` is a contact conductance of 100 W/(m^2 K)). The
+packs and the cuff have ``ICE_CONTACT``, fitted by the validation benchmark to a measured
+skin temperature drop under ice; every tissue has 0 (perfect contact).
 
 "boundary" tissues are not updated: they hold a fixed temperature (air at ambient, a cryo-cuff
 at its liquid temperature) and exchange heat with a neighbouring conducting voxel through a
@@ -81,15 +82,17 @@ T_ARTERIAL_KNEE = 34.5
 #: cooling from 34 to 28 C cut skin blood flow to 42-46 % of baseline (Hodges et al., Am J
 #: Physiol Heart Circ Physiol 293 (2007) H3187): Q10 = 0.45 ** (-10 / 6) = 3.8; Fiala et
 #: al. 1999 use 2 for basal metabolism. benchmarks/knee_validation.py fits it on Warren's
-#: healthy knees (1.5 .. 4) and finds 4; the fit is flat (its error moves by < 0.05), so
+#: healthy knees (1.5 .. 4) and finds 4, the top of that range; the fit is flat (its error
+#: moves by < 0.05), so
 #: this is the measured skin response more than a fitted number.
 Q10_TISSUE = 4.0
-#: contact resistance of a bagged ice pack on the skin, m^2 K/W (a conductance of 25
-#: W/(m^2 K)): fitted by benchmarks/knee_validation.py on the skin under ice chips of
-#: Oosterveld et al. 1992 (27.9 -> 11.5 C); perfect contact (0) cools the skin to ~3 C
+#: contact resistance of a bagged pack on the skin, m^2 K/W (a conductance of 25
+#: W/(m^2 K)): fitted by benchmarks/knee_validation.py on the drop of the skin's temperature
+#: under ice chips of Oosterveld et al. 1992 (27.9 -> 11.5 C); perfect contact (0) cools
+#: the skin to ~3 C. A gel pack in its film and a cryo-cuff's bladder get the same.
 ICE_CONTACT = 0.04
-#: a cryo-cuff's liquid-to-skin coefficient through its wall (an engineering assumption);
-#: the cuff's bladder touches the skin like a bag does, so ICE_CONTACT is added in series
+#: a cryo-cuff's liquid-to-wall coefficient (an engineering assumption); its skin contact
+#: (ICE_CONTACT) is in series with it
 CUFF_H = 500.0
 
 
@@ -155,8 +158,8 @@ DEFAULT_TISSUES = (
     Tissue("cartilage", 0.49, 1100, 3568, 0.0, 0.0),
     Tissue("synovial_fluid", 0.62, 1000, 3900, 0.0, 0.0),
     Tissue("bandage", 0.06, 400, 1300, 0.0, 0.0),
-    Tissue("gel", 0.50, 1050, 3500, 0.0, 0.0),
-    Tissue("cuff", boundary=True, h=1.0 / (1.0 / CUFF_H + ICE_CONTACT)),  # + skin contact
+    Tissue("gel", 0.50, 1050, 3500, 0.0, 0.0, contact=ICE_CONTACT),    # a pack in a bag
+    Tissue("cuff", boundary=True, h=CUFF_H, contact=ICE_CONTACT),      # liquid, wall, skin
     Tissue("ice", 0.6, 1000, 4180, 0.0, 0.0, latent=334e3, c_solid=2050.0,
            t_solidus=-1.0, t_liquidus=0.0, contact=ICE_CONTACT),  # --pack ice
     # quadriceps tendon (appended: ids of the older rows stay as they were). rho: IT'IS
