@@ -9,7 +9,8 @@ Scenarios, set up from each study's methods as far as the model can express them
   (medians); cryotherapy device 2.2 / 7.1 / 9.7 C. Ice bag: **fit set**; device: held out.
 * **Oosterveld et al. 1992 (Arthritis Rheum 35:146)**, healthy knees, a probe "inserted into
   the knee joint cavity": ice chips took the joint from 31.9 to 22.5 C and the skin from
-  27.9 to 11.5 C; cold air from 32.9 to 28.8 C.  **Held out.** The abstract does not say
+  27.9 to 11.5 C; cold air from 32.9 to 28.8 C. Joint: **held out**; skin: **fit set** of
+  the device couplings (below). The abstract does not say
   where in the cavity the probe sat, how long the cold was applied, or the air's
   temperature and speed: a needle-inserted probe lies in a recess reached from the skin,
   and the suprapatellar pouch is the usual one, so the model's pouch is compared; 30 min
@@ -33,8 +34,8 @@ by the mean relative error on its three points. The devices' coupling to the ski
 fitted on measured *skin* temperatures, never on a joint: the contact resistance of a
 bagged pack on Oosterveld's skin under ice chips (it is then also put in series with the
 cryo-cuff's coefficient), and the blown air's coefficient on the skin under cold air. The
-three one-parameter fits are swept twice, since each moves the others' optimum. 4 is about what local
-skin cooling measures: skin blood flow fell to 42-46 % of baseline when the skin was cooled
+three one-parameter fits are swept twice, since each moves the others' optimum. 4 is about
+what local skin cooling measures: skin blood flow fell to 42-46 % of baseline when the skin was cooled
 from 34 to 28 C (Hodges et al., Am J Physiol Heart Circ Physiol 293 (2007) H3187), i.e.
 Q10 = 0.45 ** (-10 / 6) = 3.8. Reported: every target of every study with its model value
 and relative error, and whether it lies within the study's spread or +-30 %.

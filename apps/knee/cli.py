@@ -141,8 +141,8 @@ def sensitivity_band(p, summ) -> dict | None:
     if not os.path.exists(SENSITIVITY):
         return None
     ref = Params()
-    same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack", "perfusion_lag",
-            "pack_temp", "t_arterial", "ambient", "h_air", "overrides")
+    same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack",
+            "perfusion_lag", "pack_temp", "t_arterial", "ambient", "h_air", "overrides")
     if any(getattr(p, k) != getattr(ref, k) for k in same):
         return None
     with open(SENSITIVITY) as fh:

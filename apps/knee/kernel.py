@@ -72,8 +72,8 @@ def _pennes_step(T, Tn, tid, P, C, g, wb, src, k0, k1):  # pragma: no cover - co
     Flux form: the heat flow across each face, ``C[t, u] (T_u - T_t)``, is computed once and
     used by both voxels it joins (the lower voxel's ``+`` face is the upper voxel's ``-``
     face, with the sign flipped). ``C`` must be symmetric (``Tables.C`` is: series
-    resistances are, and a boundary row mirrors its column, which is harmless because boundary voxels
-    have ``g = 0``). Negation is exact, so each voxel sums bitwise the same six terms, in
+    resistances are, and a boundary row mirrors its column, which is harmless because
+    boundary voxels have ``g = 0``). Negation is exact, so each voxel sums bitwise the same six terms, in
     the same order (z-, z+, y-, y+, x-, x+), as the direct form
     ``sum_f C[t, u_f] (T_f - T_i)`` would: results do not depend on where a call's planes
     start (rank, chunk). The flows across z faces are kept in a plane buffer, those across

@@ -30,8 +30,8 @@ skin and fat below ~30 C following Khoshnevis et al. 2015 (PMC4395553: skin perf
 cryotherapy and stays low) and Fiala, Lomas & Stohrer, J. Appl. Physiol. 87 (1999)
 1957-1972, whose passive system scales local basal metabolism with Q10 = 2 and the basal
 perfusion in proportion to it (quoted from memory, not re-checked). Defaults: Q10 = 4 for
-skin, fat, muscle and tendon (see ``Q10_TISSUE``), ``tref = 37`` C (the IT'IS perfusion values taken as values at
-37 C); bone, cartilage and fluid keep constant rates. ``q10 = 1`` gives the classic
+skin, fat, muscle and tendon (see ``Q10_TISSUE``), ``tref = 37`` C (the IT'IS perfusion
+values taken as values at 37 C); bone, cartilage and fluid keep constant rates. ``q10 = 1`` gives the classic
 constant-perfusion Pennes model (``--set skin.q10=1`` ...).
 
 Blood: rho_b = 1050 kg/m^3, c_b = 3617 J/(kg K) (IT'IS blood). Arterial temperature: 37 C
@@ -41,8 +41,9 @@ uses ``T_ARTERIAL_KNEE`` = 34.5 C (see there: the limb's inflow is cooler than t
 
 ``contact`` is a thermal contact resistance (m^2 K/W) that a tissue adds on each face it
 shares with a different conducting tissue; a boundary tissue with ``k = 0`` puts its own in
-series with its ``h`` (a conducting tissue's contact does not apply towards the air): a pack in a bag, or crushed ice with air pockets, does not touch the skin
-everywhere (``--set ice.contact=0.01`` is a contact conductance of 100 W/(m^2 K)). The
+series with its ``h`` (a conducting tissue's contact does not apply towards the air). A
+pack in a bag, or crushed ice with air pockets, does not touch the skin everywhere
+(``--set ice.contact=0.01`` is a contact conductance of 100 W/(m^2 K)). The
 packs and the cuff have ``ICE_CONTACT``, fitted by the validation benchmark to a measured
 skin temperature drop under ice; every tissue has 0 (perfect contact).
 
@@ -83,8 +84,7 @@ T_ARTERIAL_KNEE = 34.5
 #: Physiol Heart Circ Physiol 293 (2007) H3187): Q10 = 0.45 ** (-10 / 6) = 3.8; Fiala et
 #: al. 1999 use 2 for basal metabolism. benchmarks/knee_validation.py fits it on Warren's
 #: healthy knees (1.5 .. 4) and finds 4, the top of that range; the fit is flat (its error
-#: moves by < 0.05), so
-#: this is the measured skin response more than a fitted number.
+#: moves by < 0.05), so this is the measured skin response more than a fitted number.
 Q10_TISSUE = 4.0
 #: contact resistance of a bagged pack on the skin, m^2 K/W (a conductance of 25
 #: W/(m^2 K)): fitted by benchmarks/knee_validation.py on the drop of the skin's temperature
