@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import sys
 import time
 
@@ -208,7 +209,9 @@ def main(argv=None):
               f"{r['model']:5.1f} ({100 * r['relative_error']:+4.0f} %) "
               f"{'ok' if r['within'] else 'OUT'}{' (fit)' if r['fit'] else ''}")
     held = [r for r in table if not r["fit"]]
-    d = {"grid": grid, "sweeps": a.sweeps,
+    d = {"command": "python benchmarks/knee_validation.py " + " ".join(argv or sys.argv[1:]),
+         "machine": {"host": platform.node(), "cpus": os.cpu_count()},
+         "grid": grid, "sweeps": a.sweeps,
          "fits": [{"parameter": n, "fitted_on": on, "value": fitted[n],
                    "scores_per_sweep": [sw[n] for sw in sweeps]} for n, _, on in FITS],
          "fitted": fitted, "table": table,
