@@ -32,15 +32,13 @@ def test_phantom_is_built_plane_by_plane_and_has_the_anatomy():
     assert big.outer_radius() == 62.0 and np.prod(big.shape) > 5e6
 
 
-@pytest.mark.parametrize("shape,device", [((30, 44, 42), "cuff"), ((30, 40, 38), "none"),
-                                          ((26, 36, 34), "none"), ((60, 70, 66), "gel")])
+@pytest.mark.parametrize("shape,device", [
+    ((30, 44, 42), dict(device="cuff", length=20.0)), ((30, 40, 38), dict(device="none")),
+    ((26, 36, 34), dict(device="none")), ((60, 70, 66), dict(thickness=8.0, length=40.0))])
 def test_pouch_probe_is_in_the_pouch_on_small_grids(shape, device):
     """On legs too small for the unscaled 10 mm of skin and fat over the tendon the pouch
     stays on the femur, and the probe point in its fluid."""
-    kw = dict(length=20.0) if device != "none" else {}
-    if device == "gel":
-        kw = dict(thickness=8.0, length=40.0)
-    geo = Geometry(shape=shape, device=device, **kw)
+    geo = Geometry(shape=shape, **device)
     geo.validate()
     p = geo.points()["suprapatellar_pouch"]
     assert planes(geo, 0, shape[0])[p] == ID["synovial_fluid"]
