@@ -207,8 +207,10 @@ def _report(log, run, summ, band, perf, comm) -> None:
     log("clinical anchors (ice on the knee, intra-articular probes):"
         "\n  suprapatellar pouch, healthy knees, ice bag: median drop 3.3 / 12.8 / 15.2 C "
         "at 30 / 60 / 90 min (Warren 2004)\n  medial gutter and suprapatellar pouch "
-        "after arthroscopy, 1 h of ice: 2.7-5 C (Martin 2002)\n  uncooled knee: 34.8 +- 1 C "
-        "at the start of surgery (1998); 31.4-32.2 C in the notch at rest (Becher 2008)")
+        "after arthroscopy, 1 h of ice: 2.7-5 C (Martin 2002)\n  joint cavity, healthy knees, "
+        "ice chips: 31.9 -> 22.5 C, skin 27.9 -> 11.5 C (Oosterveld 1992)\n  uncooled knee: "
+        "34.8 +- 1 C at the start of surgery (1998); 31.4-32.2 C in the notch at rest (Becher "
+        "2008)\n  how the model compares with each: docs/knee.md (benchmarks/knee_validation.py)")
 
 
 def _run(args, comm) -> int:
