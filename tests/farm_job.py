@@ -4,8 +4,9 @@ MODE ``kill``: the worker on rank 2 SIGKILLs itself after finishing 20 tasks; th
 must still return every result exactly once (run under ``--with-ft ulfm``).
 MODE ``poison``: task 5 SIGKILLs whatever worker runs it; it must be quarantined while
 every other result comes back.
-MODE ``journal``: 400 tasks of 10 ms with a result journal; each task records the run id
-(env PYFW_RUN_ID) that computed it.
+MODE ``journal``: 400 tasks of 10 ms (or ``seconds``: ``farm_job.py journal OUT JOURNAL
+[seconds]``) with a result journal; each task records the run id (env PYFW_RUN_ID) that
+computed it.
 The master writes a JSON summary to OUT.
 """
 import faulthandler
@@ -47,7 +48,8 @@ def main():
         kwargs = dict(max_attempts=2, on_error="collect")
     elif mode == "journal":
         n = 400
-        tasks = [Work(i, seconds=0.01) for i in range(n)]
+        seconds = float(sys.argv[4]) if len(sys.argv) > 4 else 0.01
+        tasks = [Work(i, seconds=seconds) for i in range(n)]
         kwargs = dict(journal=sys.argv[3])
     else:
         raise SystemExit(f"unknown mode {mode}")

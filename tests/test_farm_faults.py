@@ -62,7 +62,9 @@ def test_poison_task_is_quarantined_and_reported(tmp_path):
 def test_journal_resumes_a_killed_job_without_redoing_work(tmp_path):
     journal = str(tmp_path / "run.h5")
     out = tmp_path / "first.json"
-    argv = launch.mpiexec_argv(3, [sys.executable, JOB, "journal", str(out), journal])
+    # 40 ms tasks: the first run lasts ~8 s, so a loaded box still sees its third segment
+    # (one every 0.5 s) long before it ends; with 10 ms tasks it could end first
+    argv = launch.mpiexec_argv(3, [sys.executable, JOB, "journal", str(out), journal, "0.04"])
     env = launch.mpi_env(nprocs=3)
     env["PYFW_RUN_ID"] = "first"
     proc = subprocess.Popen(argv, env=env, start_new_session=True,
