@@ -59,7 +59,10 @@ SIDES = {"anterior": 90.0, "posterior": 270.0, "medial": 0.0, "lateral": 180.0}
 
 SUBCUTIS_MM = 10.0     # skin (2 mm) + subcutaneous fat (8 mm), not scaled
 TENDON_MM = 7.3        # quadriceps tendon thickness (scaled with the leg)
-PATELLA_TOP = 34.0     # the patella's upper pole above the joint line (its centre + half-length)
+PATELLA_Z = 10.0       # the patella's centre above the joint line
+PATELLA_HALF = 24.0    # its half-length along the leg
+PATELLA_TOP = PATELLA_Z + PATELLA_HALF   # its upper pole
+JOINT_BAND_TOP = 20.0  # the joint band's fat (no muscle in front) ends here
 POUCH_TOP = 55.0       # the suprapatellar pouch's upper end above the joint line
 POUCH_PROBE = 0.5 * (PATELLA_TOP + POUCH_TOP)   # the probe: middle of the part above the pole
 TENDON_TOP = PATELLA_TOP + 65.0
@@ -223,7 +226,7 @@ def _bones_and_joint(out, geo, z, y, x, depth) -> None:
     cart = max(2.5 * s, d)
     yf = geo.bone_shift()
     # joint band: fat instead of muscle in front of the back of the bones
-    band = (z > -25.0 * s) & (z < 20.0 * s) & (y > (yf - 25.0) * s)
+    band = (z > -25.0 * s) & (z < JOINT_BAND_TOP * s) & (y > (yf - 25.0) * s)
     out[np.broadcast_to(band, shp) & (out == ID["muscle"])] = ID["fat"]
     for sign, shaft, wide_x, wide_y, yoff in ((+1, 14.0, 38.0, 26.0, yf - 5.0),
                                               (-1, 13.0, 36.0, 24.0, yf - 3.0)):
@@ -240,7 +243,7 @@ def _bones_and_joint(out, geo, z, y, x, depth) -> None:
     joint = (np.abs(z) < gap / 2) & (_ellipse(y - (yf - 4.0) * s, x, 27.0 * s, 39.0 * s) <= 1.0)
     out[np.broadcast_to(joint, shp)] = ID["synovial_fluid"]
     # quadriceps tendon under the subcutaneous fat, as wide as the patella
-    tendon = ((z >= 20.0 * s) & (z <= TENDON_TOP * s) & (np.abs(x) <= 22.0 * s) & (y > 0)
+    tendon = ((z >= JOINT_BAND_TOP * s) & (z <= TENDON_TOP * s) & (np.abs(x) <= 22.0 * s) & (y > 0)
               & (depth >= SUBCUTIS_MM) & (depth < SUBCUTIS_MM + TENDON_MM * s))
     out[tendon & (out == ID["muscle"])] = ID["tendon"]
     # suprapatellar pouch: 2 mm of fluid, 22 mm wide; above the patella under the tendon,
@@ -263,7 +266,8 @@ def _patella(out, geo, z, y, x, ay) -> None:
     """The patella, with cartilage on its posterior face."""
     s = geo.scale
     py = ay - 2.0 - 4.0 * s - 10.0 * s          # 6 mm of skin + fat in front of it
-    e = ((z - 10.0 * s) / (24.0 * s)) ** 2 + ((y - py) / (10.0 * s)) ** 2 + (x / (22.0 * s)) ** 2
+    e = (((z - PATELLA_Z * s) / (PATELLA_HALF * s)) ** 2 + ((y - py) / (10.0 * s)) ** 2
+         + (x / (22.0 * s)) ** 2)
     pat = e <= 1.0
     out[pat] = ID["cortical_bone"]
     out[pat & (e < (1.0 - 2.0 * s / (10.0 * s)) ** 2)] = ID["cancellous_bone"]
