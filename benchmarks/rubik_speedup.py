@@ -43,7 +43,7 @@ def _split(text):
     return text if text == "adaptive" else int(text)
 
 
-def mpi_solve(heuristic, seed, order, split, depth, inverse=True):
+def mpi_solve(heuristic, seed, order, split, depth, inverse=True, steal=True):
     """Under mpiexec: one warm solve of Cube.random(seed); rank 0 prints a RESULT line."""
     from apps.rubik import Cube, Heuristic
     from apps.rubik.parallel import preload, solve_parallel
@@ -55,17 +55,17 @@ def mpi_solve(heuristic, seed, order, split, depth, inverse=True):
             solve_parallel("R U F", farm, tables=h, local_nodes=0)   # workers' JIT and tables
             cube = Cube.random(seed)
             t = time.perf_counter()
-            r = solve_parallel(cube, farm, tables=h, order=order, split=split)
+            r = solve_parallel(cube, farm, tables=h, order=order, split=split, steal=steal)
             dt = time.perf_counter() - t
             assert cube.apply(r.solution).is_solved
             print("RESULT " + json.dumps({
                 "seed": seed, "seconds": dt, "length": r.length, "generated": r.generated,
                 "workers": farm.num_workers, "order": order, "split": split, "depth": depth,
-                "inverse": inverse,
+                "inverse": inverse, "steal": steal,
                 "last_bound_nodes": r.iterations[-1].generated}), flush=True)
 
 
-def launch(ranks, heuristic, seed, order, split, depth, timeout, inverse=True):
+def launch(ranks, heuristic, seed, order, split, depth, timeout, inverse=True, steal=True):
     cmd = ["pyfw-run", "-n", str(ranks), "--timeout", str(timeout), "--", sys.executable,
            os.path.abspath(__file__), "--mpi", str(seed), "--heuristic", heuristic,
            "--order", order, "--split", str(split)]
@@ -73,6 +73,8 @@ def launch(ranks, heuristic, seed, order, split, depth, timeout, inverse=True):
         cmd += ["--pipeline-depth", str(depth)]
     if not inverse:
         cmd += ["--no-inverse"]
+    if not steal:
+        cmd += ["--no-steal"]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout + 60)
     line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
     if p.returncode != 0 or not line:
@@ -93,22 +95,22 @@ def summarise(cubes):
             "below_1_3": sum(1 for x in sp if x < 1.3)}
 
 
-def run_config(seeds, heuristic, order, split, depth, timeout, inverse=True):
+def run_config(seeds, heuristic, order, split, depth, timeout, inverse=True, steal=True):
     cubes = []
     for seed in seeds:
-        one = launch(2, heuristic, seed, order, split, depth, timeout, inverse)
-        two = launch(3, heuristic, seed, order, split, depth, timeout, inverse)
+        one = launch(2, heuristic, seed, order, split, depth, timeout, inverse, steal)
+        two = launch(3, heuristic, seed, order, split, depth, timeout, inverse, steal)
         assert one["length"] == two["length"], (one, two)
         c = {"seed": seed, "length": one["length"], "one": one, "two": two,
              "speedup": one["seconds"] / two["seconds"],
              "nodes_ratio": two["generated"] / one["generated"]}
         cubes.append(c)
-        print(f"{order}/{split}/{depth} seed {seed}: {c['length']} moves, 1 worker {one['seconds']:.2f} s "
+        print(f"{order}/{split}/{depth}/{'steal' if steal else 'no steal'} seed {seed}: {c['length']} moves, 1 worker {one['seconds']:.2f} s "
               f"({one['generated'] / 1e6:.0f} M nodes), 2 workers {two['seconds']:.2f} s "
               f"({two['generated'] / 1e6:.0f} M): {c['speedup']:.2f}x, nodes x{c['nodes_ratio']:.2f}",
               flush=True)
     return {"order": order, "split": split, "pipeline_depth": depth, "inverse": inverse,
-            "cubes": cubes, "summary": summarise(cubes)}
+            "steal": steal, "cubes": cubes, "summary": summarise(cubes)}
 
 
 def plot(configs, path):
@@ -119,7 +121,8 @@ def plot(configs, path):
     for k, cfg in enumerate(configs):
         xs = [c["seed"] + 0.2 * k for c in cfg["cubes"]]
         ax.bar(xs, [c["speedup"] for c in cfg["cubes"]], width=0.2 if len(configs) > 1 else 0.6,
-               label=f"order={cfg['order']}, split={cfg['split']} "
+               label=f"order={cfg['order']}, split={cfg['split']}"
+                     f"{'' if cfg.get('steal', False) else ', no stealing'} "
                      f"(geo-mean {cfg['summary']['geomean_speedup']:.2f}x)")
     ax.axhline(2, c="k", lw=0.8, ls=":")
     ax.axhline(1.3, c="r", lw=0.8, ls=":")
@@ -140,7 +143,10 @@ def main(argv=None):
     ap.add_argument("--split", type=_split, default="adaptive")
     ap.add_argument("--pipeline-depth", type=int, default=None,
                     help="chunks in flight per worker (default: the farm's automatic depth)")
-    ap.add_argument("--compare", default=None, metavar="ORDER:SPLIT[:DEPTH]")
+    ap.add_argument("--compare", default=None, metavar="ORDER:SPLIT[:DEPTH][:nosteal]",
+                    help="a second configuration, e.g. serial:adaptive:nosteal")
+    ap.add_argument("--no-steal", dest="steal", action="store_false",
+                    help="no stealing: every piece runs to its end (the default before it)")
     ap.add_argument("--no-inverse", dest="inverse", action="store_false",
                     help="look the tables up on the position only (the heuristic before the "
                          "inverse lookups)")
@@ -149,18 +155,21 @@ def main(argv=None):
     ap.add_argument("--mpi", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.mpi is not None:
-        return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth, a.inverse)
+        return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth, a.inverse,
+                         a.steal)
     seeds = seed_range(a.seeds)
     t0 = time.time()
     configs = [run_config(seeds, a.heuristic, a.order, a.split, a.pipeline_depth, a.timeout,
-                          a.inverse)]
+                          a.inverse, a.steal)]
     if a.compare:
-        order, split, *depth = a.compare.split(":")
-        configs.append(run_config(seeds, a.heuristic, order, _split(split),
-                                  int(depth[0]) if depth else None, a.timeout, a.inverse))
+        order, split, *more = a.compare.split(":")
+        depth = next((int(x) for x in more if x != "nosteal"), None)
+        configs.append(run_config(seeds, a.heuristic, order, _split(split), depth, a.timeout,
+                                  a.inverse, "nosteal" not in more))
     for cfg in configs:
         s = cfg["summary"]
-        print(f"order={cfg['order']} split={cfg['split']} depth={cfg['pipeline_depth']}: geo-mean {s['geomean_speedup']:.2f}x, "
+        print(f"order={cfg['order']} split={cfg['split']} depth={cfg['pipeline_depth']} "
+              f"steal={cfg['steal']}: geo-mean {s['geomean_speedup']:.2f}x, "
               f"median {s['median_speedup']:.2f}x, worst {s['min_speedup']:.2f}x (seed "
               f"{s['worst_seed']}), {s['below_1_3']} below 1.3x, median nodes ratio "
               f"{s['median_nodes_ratio']:.2f}, median 2-worker solve "

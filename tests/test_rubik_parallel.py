@@ -81,3 +81,41 @@ def test_serial_order_reaches_the_serial_search_s_solution():
         with pytest.raises(ValueError, match="order"):
             solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h, order="x")
     _on_master(check)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_stealing_loses_and_duplicates_no_subtree():
+    # with tiny slices and yield_after=0 every piece hands its remainder back after one
+    # slice, so an iteration is searched as hundreds of pieces on all workers; complete
+    # iterations must still count exactly the serial nodes, proofs their sum, and
+    # solutions stay optimal
+    ok, msg = True, ""
+    with Farm(MPI.COMM_WORLD) as farm:
+        if farm.is_master:
+            try:
+                h = Heuristic("phase1", progress=False, max_depth=5)
+                serial = Solver(tables=h)
+                tasks = [0, 0]
+                for scramble in ("F2 D L' U R2 B D' R F U2 L", "R U2 F' L D B2 R' U L2 F"):
+                    cube = Cube.from_moves(scramble)
+                    s = serial.solve(cube)
+                    p = solve_parallel(cube, farm, "phase1", max_depth=5, tables=h,
+                                       local_nodes=0, budget=20, yield_after=0.0)
+                    assert p.length == s.length and cube.apply(p.solution).is_solved
+                    assert [(i.bound, i.generated, i.expanded) for i in p.iterations[:-1]] == \
+                        [(i.bound, i.generated, i.expanded) for i in s.iterations[:-1]]
+                    pp = solve_parallel(cube, farm, "phase1", max_depth=5, tables=h,
+                                        local_nodes=0, budget=20, yield_after=0.0,
+                                        max_length=s.length - 1)
+                    assert pp.solution is None and pp.lower_bound == s.length
+                    assert pp.generated == sum(i.generated for i in s.iterations[:-1])
+                    off = solve_parallel(cube, farm, "phase1", max_depth=5, tables=h,
+                                         local_nodes=0, budget=20, steal=False,
+                                         max_length=s.length - 1)
+                    assert off.generated == pp.generated
+                    for k, r in enumerate((pp, off)):
+                        tasks[k] += sum(i.tasks for i in r.iterations)
+                assert tasks[0] > 2 * tasks[1], tasks         # pieces were handed on
+            except AssertionError as e:
+                ok, msg = False, str(e) or repr(e)
+    agree(ok, msg)

@@ -46,6 +46,10 @@ def parser():
                         "farm finds a solution about as early as the serial search, with "
                         "every worker on the way: default) or 'largest' first by the previous "
                         "iteration's sizes")
+    p.add_argument("--no-steal", dest="steal", action="store_false",
+                   help="every subtree runs to its end on one worker (default: in serial order "
+                        "a subtree still running after 0.5 s hands its rest back, and idle "
+                        "workers take it up)")
     p.add_argument("--cache-dir", help="table cache directory (default $PYFW_RUBIK_CACHE or "
                                        "~/.cache/pyfw/rubik)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -181,7 +185,7 @@ def main(argv=None, out=None):
             with beat:
                 res = solve_parallel(cube, farm, heuristic=args.heuristic,
                                      max_length=args.prove_depth, all_solutions=args.all,
-                                     split=split, order=args.order,
+                                     split=split, order=args.order, steal=args.steal,
                                      cache_dir=args.cache_dir,
                                      max_depth=args.table_depth, tables=tables,
                                      on_iteration=progress)

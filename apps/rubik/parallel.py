@@ -11,10 +11,16 @@ the largest subtrees of the previous iteration first (best for complete iteratio
 lottery for the last one: its solution may sit in a subtree the farm starts late). With
 ``split="adaptive"`` a frontier node whose subtree took more than ``1/max(SPLIT_PIECES,
 8 * workers)`` of the previous iteration is replaced by its children for the next one, so no
-piece is large enough to leave the other workers idle at the end of a round. The first
-solution at bound b cancels the rest of the round; it is optimal because bound b - 1 was
-exhausted.
+piece is large enough to leave the other workers idle at the end of a round. With
+``steal`` (the default in serial order) the pieces wait in a queue kept in that order, at
+most two per worker are out at a time, and a piece still running after ``yield_after``
+seconds stops and hands back the rest of its search (one piece per level of its stack,
+:meth:`~.search.SubtreeSearch.remainder`), which goes ahead of every later piece: idle
+workers take up parts of a running subtree instead of waiting for it at the end of a round
+or searching beyond the solution while another worker holds it. The first solution at
+bound b cancels the rest of the round; it is optimal because bound b - 1 was exhausted.
 """
+import heapq
 import os
 import time
 from collections import defaultdict
@@ -28,6 +34,8 @@ from .solver import (DEFAULT_HEURISTIC, Heuristic, Iteration, SolveResult, check
                      check_limit)
 
 SLICE_NODES = 1 << 20
+STEAL_SLICE_NODES = 1 << 17  # slices of a task that may yield: a time check per ~50 ms
+YIELD_SECONDS = 0.5         # a piece still running after this long hands on its remainder
 LOCAL_NODES = 1_000_000     # rounds predicted smaller than this stay on the master
 BRANCHING = 13.34847
 SPLIT_PIECES = 64           # adaptive split: no piece above 1/max(64, 8 * workers) of the
@@ -52,17 +60,22 @@ def preload(ctx, heuristic=DEFAULT_HEURISTIC, cache_dir=None, max_depth=None, in
 
 
 class SubtreeTask(Task):
-    """Search the subtree under ``prefix`` to ``bound``; returns a dict with the node counts,
-    the solutions found and the busy seconds (None if the round was cancelled)."""
+    """Search the subtree under ``prefix`` to ``bound`` (from the root's move ``first_move``
+    on, for a piece handed on by another task); returns a dict with the node counts, the
+    solutions found, the busy seconds and, if it stopped after ``yield_after`` seconds, what
+    it left (``rest``); None if the round was cancelled."""
 
     def __init__(self, cube, prefix, bound, heuristic=DEFAULT_HEURISTIC, cache_dir=None,
-                 max_depth=None, all_solutions=False, budget=SLICE_NODES, inverse=True):
+                 max_depth=None, all_solutions=False, budget=SLICE_NODES, inverse=True,
+                 first_move=None, yield_after=None):
         self.state = (cube.cp.tobytes(), cube.co.tobytes(), cube.ep.tobytes(), cube.eo.tobytes())
         self.prefix = list(prefix)
         self.bound = bound
         self.spec = (heuristic, cache_dir, max_depth, inverse)
         self.all_solutions = all_solutions
         self.budget = budget
+        self.first_move = first_move
+        self.yield_after = yield_after
 
     def cube(self):
         import numpy as np
@@ -72,28 +85,36 @@ class SubtreeTask(Task):
     def run(self, ctx):
         h = _tables(ctx, *self.spec)
         return search_subtree(h, self.cube(), self.prefix, self.bound, self.all_solutions,
-                              self.budget, ctx.cancelled, ctx.rank)
+                              self.budget, ctx.cancelled, ctx.rank, self.first_move,
+                              self.yield_after)
 
 
 def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NODES,
-                   cancelled=None, rank=0):
+                   cancelled=None, rank=0, first_move=None, yield_after=None):
     """Search one subtree (what a :class:`SubtreeTask` does on a worker); None if
-    cancelled."""
+    cancelled. With ``yield_after`` (seconds; not with ``all_solutions``) a search still
+    running after that long stops between slices and reports its remainder as ``rest``
+    (pieces ``(prefix, first_move)``, see :meth:`~.search.SubtreeSearch.remainder`)."""
     t0 = time.perf_counter()
-    s = h.subtree(cube, prefix, bound)
-    sols = []
+    s = h.subtree(cube, prefix, bound, first_move)
+    sols, rest = [], []
     while True:
-        st = s.run(budget, cancelled)
+        st = s.step(budget)
         if st == FOUND:
             sols.append(s.solution)
             if not all_solutions:
                 break
         elif st == DONE:
             break
-        else:
+        elif cancelled is not None and cancelled():
             return None
+        elif (yield_after is not None and not all_solutions
+              and time.perf_counter() - t0 >= yield_after):
+            rest = s.remainder()
+            break
     return {"prefix": list(prefix), "generated": s.generated, "expanded": s.expanded,
-            "solutions": sols, "seconds": time.perf_counter() - t0, "rank": rank}
+            "solutions": sols, "seconds": time.perf_counter() - t0, "rank": rank,
+            "rest": rest}
 
 
 class _Frontier:
@@ -150,7 +171,8 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
                    all_solutions=False, split="adaptive", cache_dir=None, max_depth=None,
                    budget=SLICE_NODES, tables=None, on_iteration=None, record_subtrees=False,
                    policy=None, chunksize=None, tail_duplication=None,
-                   local_nodes=LOCAL_NODES, order="serial"):
+                   local_nodes=LOCAL_NODES, order="serial", steal=True,
+                   yield_after=YIELD_SECONDS):
     """Optimal solve on a :class:`pyfw.farm.Farm` (call on the master rank).
 
     ``split``: depth of the frontier (2 as in the study: 243 subtrees), or ``"adaptive"``
@@ -168,6 +190,9 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     round goes subtree by subtree so that the first farm round has sizes to split by.
     ``order``: ``"serial"`` (depth-first, as one process searches) or ``"largest"`` (the
     previous iteration's largest subtrees first); see the module docstring.
+    ``steal`` (serial order, phase-1 tables): a piece still running after ``yield_after``
+    seconds hands its remainder back, which goes ahead of every later piece, so idle
+    workers take part of the running subtrees instead of waiting or running ahead.
     """
     cube, limit = check_cube(cube), check_limit(max_length)
     _check_split_order(split, order)
@@ -182,8 +207,9 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
         return res
     if tail_duplication is None and getattr(farm, "size", 1) > (os.cpu_count() or 1):
         tail_duplication = False   # ranks outnumber cores: copies would compete for them
+    steal = steal and order == "serial" and h.name != "korf" and not all_solutions
     search = _Search(h, cube, farm, split, order, all_solutions, budget, cache_dir,
-                     max_depth, dict(policy=policy, tail_duplication=tail_duplication,
+                     max_depth, yield_after if steal else None, dict(policy=policy, tail_duplication=tail_duplication,
                                      chunksize=chunksize if chunksize is not None else
                                      (1 if order == "serial" and policy is None else None)))
     while bound <= limit:
@@ -209,13 +235,14 @@ class _Search:
     """The master's state across the iterations of one parallel solve."""
 
     def __init__(self, h, cube, farm, split, order, all_solutions, budget, cache_dir,
-                 max_depth, round_options):
+                 max_depth, yield_after, round_options):
         self.h, self.cube, self.farm, self.order = h, cube, farm, order
         self.adaptive = split == "adaptive"
         self.front = _Frontier(h, cube, 2 if self.adaptive else int(split))
         self.all_solutions, self.budget = all_solutions, budget
         self.task_spec = (h.name, cache_dir, max_depth, h.inverse)
         self.round_options = round_options
+        self.yield_after = yield_after      # None: no stealing
         self.nworkers = max(getattr(farm, "num_workers", 1) or 1, 1)
         self.workers = defaultdict(lambda: {"tasks": 0, "generated": 0, "seconds": 0.0})
         self.prev, self.prev_total = {}, 0
@@ -236,6 +263,9 @@ class _Search:
             leaves, gen, exp = self._ordered_leaves(bound)
             if last_local:
                 results = (self._search_here(p, bound) for p in leaves)
+            elif self.yield_after is not None:
+                found, counts, g, e, ntasks = self._steal_round(bound, leaves)
+                return self._finish(t1, bound, gen + g, exp + e, found, counts, ntasks, local)
             else:
                 name, cache_dir, max_depth, inverse = self.task_spec
                 tasks = [SubtreeTask(self.cube, p, bound, name, cache_dir, max_depth,
@@ -245,10 +275,77 @@ class _Search:
                                       **self.round_options) if tasks else ()
                 results = (done.result for done in rnd)
         found, counts, g, e = self._collect(results, local, rnd)
-        it = Iteration(bound, gen + g, exp + e, time.perf_counter() - t1, len(found))
+        return self._finish(t1, bound, gen + g, exp + e, found, counts, ntasks, local)
+
+    def _finish(self, t1, bound, gen, exp, found, counts, ntasks, local):
+        it = Iteration(bound, gen, exp, time.perf_counter() - t1, len(found))
         it.tasks, it.local = ntasks, local
         self.prev, self.prev_total = counts, it.generated
         return it, found, counts
+
+    def _task(self, bound, prefix, first_move=None):
+        name, cache_dir, max_depth, inverse = self.task_spec
+        return SubtreeTask(self.cube, prefix, bound, name, cache_dir, max_depth,
+                           self.all_solutions, min(self.budget, STEAL_SLICE_NODES), inverse,
+                           first_move,
+                           self.yield_after)
+
+    def _steal_round(self, bound, leaves):
+        """One iteration as a queue of pieces in depth-first order: at most two pieces per
+        worker are out at a time; a piece that yields puts its remainder back into the
+        queue, where it comes before every piece after it in the serial order. So the
+        workers always search the earliest open part of the tree, the solution is reached
+        with every worker near it, and no subtree holds up the end of the round for more
+        than ``yield_after`` seconds. Returns (solutions, nodes per frontier leaf,
+        generated, expanded, tasks sent)."""
+        queue = [(tuple(p), p, None, tuple(p)) for p in leaves]   # (order, prefix, first, leaf)
+        heapq.heapify(queue)
+        rounds = {}                  # open Round -> the leaf of each of its tasks
+        found, counts, gen, exp, ntasks = [], defaultdict(int), 0, 0, 0
+        out, cap = 0, 2 * self.nworkers
+        try:
+            while queue or out:
+                if queue and out < cap:
+                    take = [heapq.heappop(queue) for _ in range(min(cap - out, len(queue)))]
+                    rnd = self.farm.open([self._task(bound, p, f) for _, p, f, _ in take],
+                                         name=f"rubik-bound-{bound}", chunksize=1,
+                                         tail_duplication=False,
+                                         policy=self.round_options.get("policy"))
+                    rounds[rnd] = [leaf for *_, leaf in take]
+                    out += len(take)
+                    ntasks += len(take)
+                self.farm.step()
+                for rnd, origin in list(rounds.items()):
+                    for batch in rnd.drain():
+                        if batch.errors:
+                            raise next(iter(batch.errors.values()))
+                        for tid, r in zip(batch.ids, batch.values):
+                            out -= 1
+                            if r is None:
+                                continue
+                            leaf = origin[tid]
+                            gen += r["generated"]
+                            exp += r["expanded"]
+                            counts[leaf] += r["generated"]
+                            self._account(r)
+                            found.extend(r["solutions"])
+                            for p, f in r["rest"]:
+                                heapq.heappush(queue, (tuple(p) + (f,), p, f, leaf))
+                    if rnd.finished:
+                        rnd.close()
+                        del rounds[rnd]
+                if found:
+                    break
+        finally:
+            for rnd in rounds:
+                rnd.close()
+        return found, dict(counts), gen, exp, ntasks
+
+    def _account(self, r):
+        w = self.workers[r["rank"]]
+        w["tasks"] += 1
+        w["generated"] += r["generated"]
+        w["seconds"] += r["seconds"]
 
     def _search_here(self, prefix, bound):
         return search_subtree(self.h, self.cube, prefix, bound, self.all_solutions,
@@ -274,10 +371,7 @@ class _Search:
             exp += r["expanded"]
             if r["prefix"] or not local:
                 counts[tuple(r["prefix"])] = r["generated"]
-            w = self.workers[r["rank"]]
-            w["tasks"] += 1
-            w["generated"] += r["generated"]
-            w["seconds"] += r["seconds"]
+            self._account(r)
             found.extend(r["solutions"])
             if found and not self.all_solutions:
                 if rnd is not None:

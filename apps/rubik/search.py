@@ -232,18 +232,22 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
     while True:
         if expand:
             # ---- expand the node at level L into kids[L] ----
-            exp += 1
             lf = last0 if L == 0 else path[L] // 3
+            resumed = L == 0 and box[2] > 0   # a resumed root: its moves from box[2] - 1 on
+            mlo = box[2] - 1 if resumed else 0
             n = 0
             m = 0
             while m < 18:
                 if not _allowed(lf, m // 3):
                     m += 3
                     continue
-                tmpm[n] = m
-                n += 1
+                if m >= mlo:
+                    tmpm[n] = m
+                    n += 1
                 m += 1
-            gen += n
+            if not resumed:       # a resumed root's children were counted where it paused
+                exp += 1
+                gen += n
             rem = bound - (g0 + L + 1)
             nk[L] = 0
             ki[L] = 0
@@ -517,9 +521,15 @@ class SubtreeSearch:
     ``inverse`` looks the phase-1 tables up on the inverse position as well (ignored for
     Korf's tables). The subtree root counts as expanded (not generated) when its f is
     within the bound.
+
+    A ``first_move`` resumes a piece that another search handed on (see
+    :meth:`remainder`): only the root's children by moves ``first_move`` and up are
+    searched, and the root's expansion is not counted again (the search it came from
+    counted it). Phase-1 tables only.
     """
 
-    def __init__(self, tables, cube, prefix, bound, corners=None, inverse=True):
+    def __init__(self, tables, cube, prefix, bound, corners=None, inverse=True,
+                 first_move=None):
         self.tables = tables
         self.prefix = parse_moves(prefix)
         self.bound = int(bound)
@@ -545,7 +555,12 @@ class SubtreeSearch:
         self.kidm = np.zeros((depth, 18), np.int8)
         self.nk = np.zeros(depth, np.int8)
         self.ki = np.zeros(depth, np.int8)
-        self.box = np.zeros(2, np.int64)
+        if first_move is not None and tables.name == "korf":
+            raise ValueError("resuming at a first move needs the phase-1 kernel, not korf's")
+        if first_move is not None and not 0 <= first_move < 18:
+            raise ValueError(f"first_move must be a move 0..17, got {first_move!r}")
+        # box: stack level, root expanded?, 1 + the resumed root's first move (0: fresh)
+        self.box = np.array([0, 0, 0 if first_move is None else 1 + first_move], np.int64)
         self.stats = np.zeros(3, np.int64)
         self.solution = None
         self.finished = False
@@ -609,6 +624,24 @@ class SubtreeSearch:
         elif status == DONE:
             self.finished = True
         return status
+
+    def remainder(self):
+        """What a PAUSED search has left, as pieces ``(prefix, first_move)`` in the order it
+        would search them (deepest level first): each is the rest of one node's children
+        on the stack, from the next one it would visit. Searching every piece with
+        ``SubtreeSearch(..., prefix, bound, first_move=first_move)`` generates exactly the
+        nodes this search would still have generated, and finds its solutions."""
+        if self.tables.name == "korf":
+            raise ValueError("a remainder needs the phase-1 kernel, not korf's")
+        if self.finished or self._pending is not None or self.box[1] == 0:
+            raise ValueError("only a paused search that has started has a remainder")
+        out = []
+        path = [int(m) for m in self.path]
+        for level in range(int(self.box[0]), -1, -1):
+            k = int(self.ki[level])
+            if k < int(self.nk[level]):
+                out.append((self.prefix + path[1:level + 1], int(self.kidm[level, k])))
+        return out
 
     def run(self, budget=1 << 22, cancelled=None):
         """Step until DONE or FOUND (or ``cancelled()`` turns true between slices);

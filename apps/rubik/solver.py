@@ -118,10 +118,11 @@ class Heuristic:
         from .search import phase1_row
         return phase1_row(self.tables, self.corners, cube, list(prefix), self.inverse)[1]
 
-    def subtree(self, cube, prefix, bound):
-        """A resumable search of the subtree under ``prefix`` with cost bound ``bound``."""
+    def subtree(self, cube, prefix, bound, first_move=None):
+        """A resumable search of the subtree under ``prefix`` with cost bound ``bound``
+        (from the root's move ``first_move`` on: see :class:`~.search.SubtreeSearch`)."""
         return SubtreeSearch(self.tables, cube, prefix, bound, corners=self.corners,
-                             inverse=self.inverse)
+                             inverse=self.inverse, first_move=first_move)
 
 
 @dataclass
