@@ -243,6 +243,10 @@ def rubik_speedup(d):
         inv = "" if cfg.get("inverse", True) else ", position-only lookups"
         if "inverse" not in cfg:
             inv = ", before the inverse lookups existed"
+        if "steal" in cfg:
+            inv += ", work stealing" if cfg["steal"] else ", no stealing"
+        else:
+            inv += ", before work stealing existed"
         out.append(f"order={cfg['order']}, split={cfg['split']}{inv}: geometric-mean speedup "
                    f"{_g(s['geomean_speedup'])}, median {_g(s['median_speedup'])}, worst "
                    f"{_g(s['min_speedup'])} (seed {s['worst_seed']}), best "
@@ -322,6 +326,9 @@ SECTIONS = [
      "python benchmarks/rubik_heuristic.py", rubik_heuristic),
     ("Rubik: two workers against one on random cubes", "rubik_speedup*.json",
      "python benchmarks/rubik_speedup.py", rubik_speedup),
+    ("Rubik: work stealing against whole subtrees", "rubik_steal.json",
+     "python benchmarks/rubik_speedup.py --seeds 10-17 --compare serial:adaptive:nosteal "
+     "--out benchmarks/results/rubik_steal", rubik_speedup),
     ("Uneven clusters on the multi-node test bed", "testbed_farm.json",
      "python benchmarks/testbed_remeasure.py", testbed),
 ]

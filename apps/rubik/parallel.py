@@ -15,7 +15,8 @@ piece is large enough to leave the other workers idle at the end of a round. Wit
 ``steal`` (the default in serial order) the pieces wait in a queue kept in that order, at
 most two per worker are out at a time, and a piece still running after ``yield_after``
 seconds stops and hands back the rest of its search (one piece per level of its stack,
-:meth:`~.search.SubtreeSearch.remainder`), which goes ahead of every later piece: idle
+:meth:`~.search.SubtreeSearch.remainder`; the deepest, at most ``SMALL_PLIES`` above the
+bound, it searches itself), which goes ahead of every later piece: idle
 workers take up parts of a running subtree instead of waiting for it at the end of a round
 or searching beyond the solution while another worker holds it. The first solution at
 bound b cancels the rest of the round; it is optimal because bound b - 1 was exhausted.
@@ -36,6 +37,7 @@ from .solver import (DEFAULT_HEURISTIC, Heuristic, Iteration, SolveResult, check
 SLICE_NODES = 1 << 20
 STEAL_SLICE_NODES = 1 << 17  # slices of a task that may yield: a time check per ~50 ms
 YIELD_SECONDS = 0.5         # a piece still running after this long hands on its remainder
+SMALL_PLIES = 3             # ... except its pieces this close to the bound (searched on the spot)
 LOCAL_NODES = 1_000_000     # rounds predicted smaller than this stay on the master
 BRANCHING = 13.34847
 SPLIT_PIECES = 64           # adaptive split: no piece above 1/max(64, 8 * workers) of the
@@ -112,7 +114,16 @@ def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NOD
               and time.perf_counter() - t0 >= yield_after):
             rest = s.remainder()
             break
-    return {"prefix": list(prefix), "generated": s.generated, "expanded": s.expanded,
+    gen, exp = s.generated, s.expanded
+    # the deepest pieces come first and are tiny (at most SMALL_PLIES below their root,
+    # ~1 ms): searched here, they cost less than the messages that would carry them
+    while rest and bound - len(rest[0][0]) <= SMALL_PLIES and not sols:
+        p, first = rest.pop(0)
+        t = h.subtree(cube, p, bound, first)
+        if t.run(budget) == FOUND:
+            sols.append(t.solution)
+        gen, exp = gen + t.generated, exp + t.expanded
+    return {"prefix": list(prefix), "generated": gen, "expanded": exp,
             "solutions": sols, "seconds": time.perf_counter() - t0, "rank": rank,
             "rest": rest}
 
