@@ -2,14 +2,16 @@
 
     python benchmarks/rubik_speedup.py [--seeds 0-19] [--heuristic huge] [--order serial]
                                        [--split adaptive] [--compare largest:2] [--no-inverse]
+                                       [--no-steal]
 
 For every cube ``Cube.random(seed)`` (seeds fixed here) the solve runs on pyfw.farm with
-one worker (2 ranks) and with two (3 ranks), one launch each, alternating per cube so that
-the shared machine's drift hits both alike; tables are loaded and the JIT is warm before
+one worker (2 ranks) and with two (3 ranks), one launch each, alternating per cube (and
+with ``--compare``, every configuration's launches of a cube together) so that the shared
+machine's drift hits both alike; tables are loaded and the JIT is warm before
 the clock starts. Reported per cube: solve seconds, nodes generated, and the 2-vs-1 speedup
 and nodes ratio; over all cubes: median and geometric mean speedup, the worst cube.
-``--compare ORDER:SPLIT`` runs a second configuration the same way (e.g. the previous
-default, ``largest:2``). Writes ``benchmarks/results/rubik_speedup.json`` and ``.png``.
+``--compare ORDER:SPLIT[:DEPTH][:nosteal]`` runs a second configuration the same way (e.g.
+the previous defaults, ``largest:2`` or ``serial:adaptive:nosteal``). Writes ``benchmarks/results/rubik_speedup.json`` and ``.png``.
 """
 from __future__ import annotations
 
@@ -95,22 +97,28 @@ def summarise(cubes):
             "below_1_3": sum(1 for x in sp if x < 1.3)}
 
 
-def run_config(seeds, heuristic, order, split, depth, timeout, inverse=True, steal=True):
-    cubes = []
+def run_configs(seeds, heuristic, configs, timeout):
+    """Every configuration on every cube, cube by cube (all configurations' launches of a
+    cube one after the other), so that the machine's drift hits them alike."""
+    results = [dict(cfg, cubes=[]) for cfg in configs]
     for seed in seeds:
-        one = launch(2, heuristic, seed, order, split, depth, timeout, inverse, steal)
-        two = launch(3, heuristic, seed, order, split, depth, timeout, inverse, steal)
-        assert one["length"] == two["length"], (one, two)
-        c = {"seed": seed, "length": one["length"], "one": one, "two": two,
-             "speedup": one["seconds"] / two["seconds"],
-             "nodes_ratio": two["generated"] / one["generated"]}
-        cubes.append(c)
-        print(f"{order}/{split}/{depth}/{'steal' if steal else 'no steal'} seed {seed}: {c['length']} moves, 1 worker {one['seconds']:.2f} s "
-              f"({one['generated'] / 1e6:.0f} M nodes), 2 workers {two['seconds']:.2f} s "
-              f"({two['generated'] / 1e6:.0f} M): {c['speedup']:.2f}x, nodes x{c['nodes_ratio']:.2f}",
-              flush=True)
-    return {"order": order, "split": split, "pipeline_depth": depth, "inverse": inverse,
-            "steal": steal, "cubes": cubes, "summary": summarise(cubes)}
+        for res in results:
+            args = (heuristic, seed, res["order"], res["split"], res["pipeline_depth"], timeout,
+                    res["inverse"], res["steal"])
+            one, two = launch(2, *args), launch(3, *args)
+            assert one["length"] == two["length"], (one, two)
+            c = {"seed": seed, "length": one["length"], "one": one, "two": two,
+                 "speedup": one["seconds"] / two["seconds"],
+                 "nodes_ratio": two["generated"] / one["generated"]}
+            res["cubes"].append(c)
+            print(f"{res['order']}/{res['split']}/{res['pipeline_depth']}/"
+                  f"{'steal' if res['steal'] else 'no steal'} seed {seed}: {c['length']} moves, "
+                  f"1 worker {one['seconds']:.2f} s ({one['generated'] / 1e6:.0f} M nodes), "
+                  f"2 workers {two['seconds']:.2f} s ({two['generated'] / 1e6:.0f} M): "
+                  f"{c['speedup']:.2f}x, nodes x{c['nodes_ratio']:.2f}", flush=True)
+    for res in results:
+        res["summary"] = summarise(res["cubes"])
+    return results
 
 
 def plot(configs, path):
@@ -159,13 +167,14 @@ def main(argv=None):
                          a.steal)
     seeds = seed_range(a.seeds)
     t0 = time.time()
-    configs = [run_config(seeds, a.heuristic, a.order, a.split, a.pipeline_depth, a.timeout,
-                          a.inverse, a.steal)]
+    wanted = [{"order": a.order, "split": a.split, "pipeline_depth": a.pipeline_depth,
+               "inverse": a.inverse, "steal": a.steal}]
     if a.compare:
         order, split, *more = a.compare.split(":")
-        depth = next((int(x) for x in more if x != "nosteal"), None)
-        configs.append(run_config(seeds, a.heuristic, order, _split(split), depth, a.timeout,
-                                  a.inverse, "nosteal" not in more))
+        wanted.append({"order": order, "split": _split(split),
+                       "pipeline_depth": next((int(x) for x in more if x != "nosteal"), None),
+                       "inverse": a.inverse, "steal": "nosteal" not in more})
+    configs = run_configs(seeds, a.heuristic, wanted, a.timeout)
     for cfg in configs:
         s = cfg["summary"]
         print(f"order={cfg['order']} split={cfg['split']} depth={cfg['pipeline_depth']} "
