@@ -201,9 +201,10 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     round goes subtree by subtree so that the first farm round has sizes to split by.
     ``order``: ``"serial"`` (depth-first, as one process searches) or ``"largest"`` (the
     previous iteration's largest subtrees first); see the module docstring.
-    ``steal`` (serial order, phase-1 tables): a piece still running after ``yield_after``
-    seconds hands its remainder back, which goes ahead of every later piece, so idle
-    workers take part of the running subtrees instead of waiting or running ahead.
+    ``steal`` (serial order, phase-1 tables, not with ``all_solutions``): a piece still
+    running after ``yield_after`` seconds hands its remainder back, which goes ahead of
+    every later piece, so idle workers take part of the running subtrees instead of waiting
+    or running ahead; its rounds send one piece per message and make no tail copies.
     """
     cube, limit = check_cube(cube), check_limit(max_length)
     _check_split_order(split, order)
@@ -219,10 +220,11 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     if tail_duplication is None and getattr(farm, "size", 1) > (os.cpu_count() or 1):
         tail_duplication = False   # ranks outnumber cores: copies would compete for them
     steal = steal and order == "serial" and h.name != "korf" and not all_solutions
+    rounds = dict(policy=policy, tail_duplication=tail_duplication,
+                  chunksize=chunksize if chunksize is not None else
+                  (1 if order == "serial" and policy is None else None))
     search = _Search(h, cube, farm, split, order, all_solutions, budget, cache_dir,
-                     max_depth, yield_after if steal else None, dict(policy=policy, tail_duplication=tail_duplication,
-                                     chunksize=chunksize if chunksize is not None else
-                                     (1 if order == "serial" and policy is None else None)))
+                     max_depth, yield_after if steal else None, rounds)
     while bound <= limit:
         it, found, counts = search.iteration(bound, local_nodes)
         res.iterations.append(it)
@@ -298,8 +300,7 @@ class _Search:
         name, cache_dir, max_depth, inverse = self.task_spec
         return SubtreeTask(self.cube, prefix, bound, name, cache_dir, max_depth,
                            self.all_solutions, min(self.budget, STEAL_SLICE_NODES), inverse,
-                           first_move,
-                           self.yield_after)
+                           first_move, self.yield_after)
 
     def _steal_round(self, bound, leaves):
         """One iteration as a queue of pieces in depth-first order: at most two pieces per
