@@ -11,7 +11,8 @@ machine's drift hits both alike; tables are loaded and the JIT is warm before
 the clock starts. Reported per cube: solve seconds, nodes generated, and the 2-vs-1 speedup
 and nodes ratio; over all cubes: median and geometric mean speedup, the worst cube.
 ``--compare ORDER:SPLIT[:DEPTH][:nosteal]`` runs a second configuration the same way (e.g.
-the previous defaults, ``largest:2`` or ``serial:adaptive:nosteal``). Writes ``benchmarks/results/rubik_speedup.json`` and ``.png``.
+the previous defaults, ``largest:2`` or ``serial:adaptive:nosteal``). Writes
+``benchmarks/results/rubik_speedup.json`` and ``.png``.
 """
 from __future__ import annotations
 
