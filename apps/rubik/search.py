@@ -530,6 +530,10 @@ class SubtreeSearch:
 
     def __init__(self, tables, cube, prefix, bound, corners=None, inverse=True,
                  first_move=None):
+        if first_move is not None and tables.name == "korf":
+            raise ValueError("resuming at a first move needs the phase-1 kernel, not korf's")
+        if first_move is not None and not 0 <= first_move < 18:
+            raise ValueError(f"first_move must be a move 0..17, got {first_move!r}")
         self.tables = tables
         self.prefix = parse_moves(prefix)
         self.bound = int(bound)
@@ -555,10 +559,6 @@ class SubtreeSearch:
         self.kidm = np.zeros((depth, 18), np.int8)
         self.nk = np.zeros(depth, np.int8)
         self.ki = np.zeros(depth, np.int8)
-        if first_move is not None and tables.name == "korf":
-            raise ValueError("resuming at a first move needs the phase-1 kernel, not korf's")
-        if first_move is not None and not 0 <= first_move < 18:
-            raise ValueError(f"first_move must be a move 0..17, got {first_move!r}")
         # box: stack level, root expanded?, 1 + the resumed root's first move (0: fresh)
         self.box = np.array([0, 0, 0 if first_move is None else 1 + first_move], np.int64)
         self.stats = np.zeros(3, np.int64)
