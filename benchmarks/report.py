@@ -280,6 +280,24 @@ def rubik_heuristic(d):
     return "\n\n".join(out)
 
 
+def rubik_symmetry(d):
+    rows = []
+    for r in d["results"]:
+        s = r["summary"]
+        rows.append([r["name"], r["symmetries"], r["length"], _g(r["solve_seconds"]),
+                     _g(r["solve_generated"]), r["proof_depth"],
+                     f"{_g(s['pruned']['median_seconds'])} [{_g(s['pruned']['min_seconds'])}–"
+                     f"{_g(s['pruned']['max_seconds'])}]", _g(s["pruned"]["generated"]),
+                     f"{_g(s['full']['median_seconds'])} [{_g(s['full']['min_seconds'])}–"
+                     f"{_g(s['full']['max_seconds'])}]", _g(s["full"]["generated"]),
+                     _g(s["time_ratio"]), _g(s["nodes_ratio"])])
+    return (f"{d['ranks'] - 1} workers, {d['repeats']} alternated proofs of each kind per "
+            f"position (median [min–max]); the solve ran once, with the pruning.\n\n" +
+            _table(["position", "symmetries", "moves", "solve s", "solve nodes",
+                    "proof: no solution <=", "pruned s", "pruned nodes", "full s",
+                    "full nodes", "time ratio", "nodes ratio"], rows))
+
+
 def testbed(d):
     md = os.path.join(RESULTS, "testbed.md")
     return ("Every figure with its peer in the same run; the full generated report: "
@@ -329,6 +347,8 @@ SECTIONS = [
     ("Rubik: work stealing against whole subtrees", "rubik_steal.json",
      "python benchmarks/rubik_speedup.py --seeds 10-17 --compare serial:adaptive:nosteal "
      "--out benchmarks/results/rubik_steal", rubik_speedup),
+    ("Rubik: symmetric positions", "rubik_symmetry.json",
+     "python benchmarks/rubik_symmetry.py", rubik_symmetry),
     ("Uneven clusters on the multi-node test bed", "testbed_farm.json",
      "python benchmarks/testbed_remeasure.py", testbed),
 ]

@@ -32,7 +32,9 @@ def _on_master(check):
 def test_parallel_equals_serial_in_solve_prove_and_all_modes():
     def check(farm, h, serial):
         for scramble, split in (("R U2 F' L D B2 R'", 2), ("F2 D L' U R2 B D'", 3),
-                                ("U R2 F B R B2 R U2", "adaptive")):
+                                ("U R2 F B R B2 R U2", "adaptive"),
+                                # symmetric: both drop the same equivalent subtrees
+                                ("U D' R L' F B' U D'", 2)):
             cube = Cube.from_moves(scramble)
             s = serial.solve(cube)
             # local_nodes=0: every round goes to the workers; default: small rounds

@@ -50,6 +50,10 @@ def parser():
                    help="every subtree runs to its end on one worker (default: in serial order "
                         "a subtree still running after 0.5 s hands its rest back, and idle "
                         "workers take it up)")
+    p.add_argument("--no-symmetry", dest="symmetry", action="store_false",
+                   help="search every subtree of a symmetric position (default: subtrees "
+                        "that a symmetry of the position maps onto another are searched "
+                        "once; this is for comparisons)")
     p.add_argument("--cache-dir", help="table cache directory (default $PYFW_RUBIK_CACHE or "
                                        "~/.cache/pyfw/rubik)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -171,7 +175,8 @@ def main(argv=None, out=None):
         t0 = time.perf_counter()
         with beat:
             res = Solver(tables=tables).solve(cube, max_length=args.prove_depth,
-                                              all_solutions=args.all, on_iteration=progress)
+                                              all_solutions=args.all, on_iteration=progress,
+                                              symmetry=args.symmetry)
         res.seconds = time.perf_counter() - t0
         _report(cube, res, args, out)
         return 0
@@ -186,6 +191,7 @@ def main(argv=None, out=None):
                 res = solve_parallel(cube, farm, heuristic=args.heuristic,
                                      max_length=args.prove_depth, all_solutions=args.all,
                                      split=split, order=args.order, steal=args.steal,
+                                     symmetry=args.symmetry,
                                      cache_dir=args.cache_dir,
                                      max_depth=args.table_depth, tables=tables,
                                      on_iteration=progress)

@@ -29,6 +29,8 @@ from collections import defaultdict
 from pyfw.farm import Task
 
 from .cube import Cube
+from .frontier import Frontier
+from .position_symmetry import SymmetryFilter
 from .pruning import allowed
 from .search import DONE, FOUND
 from .solver import (DEFAULT_HEURISTIC, Heuristic, Iteration, SolveResult, check_cube,
@@ -128,49 +130,6 @@ def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NOD
             "rest": rest}
 
 
-class _Frontier:
-    """The master's view of the top of the tree, with cached heuristic values."""
-
-    def __init__(self, heuristic, cube, split):
-        self.h = heuristic
-        self.cube = cube
-        self.split = split
-        self._hcache = {}
-        self.deep = set()          # prefixes to split one level further (adaptive)
-
-    def hval(self, prefix):
-        k = tuple(prefix)
-        if k not in self._hcache:
-            self._hcache[k] = self.h.h_after(self.cube, prefix)
-        return self._hcache[k]
-
-    def leaves(self, bound):
-        """(frontier prefixes with f <= bound, master generated, master expanded)."""
-        out, gen, exp = [], 0, 1
-        stack = [[]]
-        while stack:
-            p = stack.pop()
-            last = p[-1] // 3 if p else None
-            for m in range(18):
-                if not allowed(last, m // 3):
-                    continue
-                q = p + [m]
-                gen += 1
-                g = len(q)
-                if g == bound:               # as the kernel: at the bound only "solved?" counts
-                    if self.cube.apply(q).is_solved:
-                        out.append(q)
-                    continue
-                if g + self.hval(q) > bound:
-                    continue
-                if g < self.split or tuple(q) in self.deep:
-                    exp += 1
-                    stack.append(q)
-                else:
-                    out.append(q)
-        return out, gen, exp
-
-
 def _check_split_order(split, order):
     if split != "adaptive" and int(split) < 1:
         raise ValueError(f"split depth must be >= 1 or 'adaptive', got {split!r}")
@@ -183,7 +142,7 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
                    budget=SLICE_NODES, tables=None, on_iteration=None, record_subtrees=False,
                    policy=None, chunksize=None, tail_duplication=None,
                    local_nodes=LOCAL_NODES, order="serial", steal=True,
-                   yield_after=YIELD_SECONDS):
+                   yield_after=YIELD_SECONDS, symmetry=True):
     """Optimal solve on a :class:`pyfw.farm.Farm` (call on the master rank).
 
     ``split``: depth of the frontier (2 as in the study: 243 subtrees), or ``"adaptive"``
@@ -205,6 +164,8 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     running after ``yield_after`` seconds hands its remainder back, which goes ahead of
     every later piece, so idle workers take part of the running subtrees instead of waiting
     or running ahead; its rounds send one piece per message and make no tail copies.
+    ``symmetry``: as in :meth:`.solver.Solver.solve` (the master's frontier drops the
+    subtrees a symmetry of the position makes equivalent to kept ones).
     """
     cube, limit = check_cube(cube), check_limit(max_length)
     _check_split_order(split, order)
@@ -224,7 +185,8 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
                   chunksize=chunksize if chunksize is not None else
                   (1 if order == "serial" and policy is None else None))
     search = _Search(h, cube, farm, split, order, all_solutions, budget, cache_dir,
-                     max_depth, yield_after if steal else None, rounds)
+                     max_depth, yield_after if steal else None, rounds,
+                     SymmetryFilter(cube) if symmetry and not all_solutions else None)
     while bound <= limit:
         it, found, counts = search.iteration(bound, local_nodes)
         res.iterations.append(it)
@@ -248,10 +210,10 @@ class _Search:
     """The master's state across the iterations of one parallel solve."""
 
     def __init__(self, h, cube, farm, split, order, all_solutions, budget, cache_dir,
-                 max_depth, yield_after, round_options):
+                 max_depth, yield_after, round_options, symmetry=None):
         self.h, self.cube, self.farm, self.order = h, cube, farm, order
         self.adaptive = split == "adaptive"
-        self.front = _Frontier(h, cube, 2 if self.adaptive else int(split))
+        self.front = Frontier(h, cube, 2 if self.adaptive else int(split), symmetry)
         self.all_solutions, self.budget = all_solutions, budget
         self.task_spec = (h.name, cache_dir, max_depth, h.inverse)
         self.round_options = round_options
@@ -265,16 +227,17 @@ class _Search:
         t1 = time.perf_counter()
         # a round whose predicted size is small is searched by the master itself, in one
         # piece from the root: sending hundreds of tiny subtrees costs more than that; the
-        # last local round goes subtree by subtree, so the first farm round has sizes
+        # last local round goes subtree by subtree, so the first farm round has sizes (so do
+        # all local rounds of a symmetric position: only its frontier drops equivalent parts)
         local = self.prev_total * BRANCHING < local_nodes
         last_local = local and self.prev_total * BRANCHING ** 2 >= local_nodes
         rnd, ntasks = None, 0
-        if local and not last_local:
+        if local and not last_local and self.front.symmetry is None:
             leaves, gen, exp = [[]], 0, 0
             results = [self._search_here([], bound)]
         else:
             leaves, gen, exp = self._ordered_leaves(bound)
-            if last_local:
+            if local:
                 results = (self._search_here(p, bound) for p in leaves)
             elif self.yield_after is not None:
                 found, counts, g, e, ntasks = self._steal_round(bound, leaves)

@@ -10,8 +10,10 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from .cube import Cube, InvalidCubeError, format_moves
+from .frontier import SYMMETRIC_SPLIT, Frontier
 from .huge import HugeTables
 from .korf import KorfTables
+from .position_symmetry import SymmetryFilter
 from .reid import ReidTables
 from .search import DONE, FOUND, MAX_DEPTH, SubtreeSearch
 
@@ -209,35 +211,46 @@ class Solver:
                                                                      inverse=inverse)
 
     def solve(self, cube, max_length=None, all_solutions=False, budget=1 << 22, cancelled=None,
-              on_iteration=None):
+              on_iteration=None, symmetry=True):
         """Find an optimal solution of ``cube`` (all of them with ``all_solutions``), or
         prove that none has at most ``max_length`` moves. ``cancelled()`` is polled between
         node slices of ``budget`` nodes; on cancellation the partial result is returned
-        with ``solution=None`` and ``lower_bound`` = the last exhausted bound + 1."""
+        with ``solution=None`` and ``lower_bound`` = the last exhausted bound + 1.
+        ``symmetry``: if the position is symmetric, search only subtrees no symmetry maps
+        onto an earlier one (:mod:`.position_symmetry`; not with ``all_solutions``)."""
         cube = check_cube(cube)
         limit = check_limit(max_length)
         t0 = time.perf_counter()
         res = SolveResult(None, [], 0, heuristic=self.heuristic.name)
         bound = self.heuristic.h(cube)
         res.lower_bound = bound
+        # a symmetric position: only subtrees no symmetry makes equivalent to an earlier one
+        symmetry = SymmetryFilter(cube) if symmetry and not all_solutions else None
+        front = Frontier(self.heuristic, cube, SYMMETRIC_SPLIT, symmetry) if symmetry else None
         while bound <= limit:
             t1 = time.perf_counter()
-            s = self.heuristic.subtree(cube, [], bound)
+            prefixes, gen, exp = front.leaves(bound) if front else ([[]], 0, 0)
             found = []
-            while True:
-                st = s.run(budget, cancelled)
-                if st == FOUND:
-                    found.append(s.solution)
-                    if not all_solutions:
+            for prefix in sorted(prefixes):
+                s = self.heuristic.subtree(cube, prefix, bound)
+                while True:
+                    st = s.run(budget, cancelled)
+                    if st == FOUND:
+                        found.append(s.solution)
+                        if not all_solutions:
+                            break
+                    elif st == DONE:
                         break
-                elif st == DONE:
+                    else:  # cancelled
+                        res.iterations.append(Iteration(bound, gen + s.generated,
+                                                        exp + s.expanded,
+                                                        time.perf_counter() - t1, 0))
+                        res.seconds = time.perf_counter() - t0
+                        return res
+                gen, exp = gen + s.generated, exp + s.expanded
+                if found and not all_solutions:
                     break
-                else:  # cancelled
-                    res.iterations.append(Iteration(bound, s.generated, s.expanded,
-                                                    time.perf_counter() - t1, 0))
-                    res.seconds = time.perf_counter() - t0
-                    return res
-            it = Iteration(bound, s.generated, s.expanded, time.perf_counter() - t1, len(found))
+            it = Iteration(bound, gen, exp, time.perf_counter() - t1, len(found))
             res.iterations.append(it)
             if on_iteration:
                 on_iteration(it)

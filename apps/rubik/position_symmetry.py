@@ -1,0 +1,120 @@
+"""Symmetric positions: search one subtree of each set that conjugation makes equivalent.
+
+If a symmetry S of the cube (one of the 48 rotations and reflections) leaves the position
+P unchanged, ``S P S^-1 = P``, then conjugating a solution of P move by move gives another
+solution of P of the same length. The positions people try an optimal solver on are often
+symmetric (superflip, checkerboards, most of the known distance-20 positions), and for them
+the top of the tree repeats: superflip's 48 symmetries leave 6 of the 45 first blocks
+(below) to search, about 8 times fewer nodes at every bound.
+
+The search only generates canonical sequences (opposite faces in a fixed order), and
+conjugation does not keep that order (it may turn U D into D U), so "keep one of each
+orbit of prefixes" would lose solutions. Orbits of *blocks* do not: a canonical sequence is
+a sequence of blocks, each the one or two turns of one axis in a row, consecutive blocks on
+different axes, and conjugation maps such a block sequence to another one move by move.
+Among the conjugates of a solution take the one whose blocks are lexicographically
+smallest: every prefix of its blocks is the smallest of its own orbit (a smaller conjugate
+of a prefix would make a smaller conjugate of the whole). So a search may drop every
+subtree whose complete blocks are not the smallest of their orbit and still find a
+solution of every length that has one: the length is optimal, the solution is one of the
+conjugates. Every solution is not found, so ``all_solutions`` searches do not prune.
+"""
+import numpy as np
+
+from .cube import MOVE_CUBES, Cube
+from .symmetry import MIRR_LR2, ROT_F2, ROT_U4, ROT_URF3, conjugate
+
+
+def _closure(generators):
+    identity = Cube.solved()
+    seen, out, todo = {identity}, [identity], [identity]
+    while todo:
+        new = []
+        for a in todo:
+            for g in generators:
+                c = a * g
+                if c not in seen:
+                    seen.add(c)
+                    out.append(c)
+                    new.append(c)
+        todo = new
+    return tuple(out)
+
+
+#: the 48 symmetries of the cube (index 0 = identity)
+SYMS = _closure((ROT_URF3, ROT_F2, ROT_U4, MIRR_LR2))
+assert len(SYMS) == 48
+SYM_INV = tuple(next(j for j, t in enumerate(SYMS) if s * t == Cube.solved()) for s in SYMS)
+_MOVE_INDEX = {m: j for j, m in enumerate(MOVE_CUBES)}
+#: MOVE_CONJ[s, m] = the move S m S^-1
+MOVE_CONJ = np.array([[_MOVE_INDEX[s * m * SYMS[SYM_INV[i]]] for m in MOVE_CUBES]
+                      for i, s in enumerate(SYMS)], np.int64)
+
+
+def stabilizer(cube):
+    """Indices into :data:`SYMS` of the symmetries other than the identity that leave
+    ``cube`` unchanged (empty for almost every random position)."""
+    return tuple(i for i in range(1, len(SYMS))
+                 if conjugate(cube, SYMS[i], SYMS[SYM_INV[i]]) == cube)
+
+
+def complete_blocks(prefix):
+    """The blocks of a canonical move sequence that no further move can change: each a
+    sorted tuple of the turns of one axis in a row. A last block of one turn of U, R or F is
+    left out (a turn of the opposite face may still join it: U D is canonical, D U not)."""
+    blocks = []
+    for m in prefix:
+        if blocks and blocks[-1][-1] // 3 % 3 == m // 3 % 3:
+            blocks[-1].append(m)
+        else:
+            blocks.append([m])
+    if blocks and len(blocks[-1]) == 1 and blocks[-1][0] // 3 < 3:
+        blocks.pop()
+    return [tuple(sorted(b)) for b in blocks]
+
+
+class SymmetryFilter:
+    """Which prefixes a search of ``cube`` needs: :meth:`keeps` is False for a prefix
+    whose complete blocks a symmetry of the position maps to a lexicographically smaller
+    block sequence (see the module docstring). False as a truth value when the position
+    has no symmetry (nothing to prune)."""
+
+    def __init__(self, cube):
+        self.symmetries = stabilizer(cube)
+        self._conj = MOVE_CONJ[list(self.symmetries)].tolist() if self.symmetries else []
+
+    def __bool__(self):
+        return bool(self.symmetries)
+
+    def keeps(self, prefix):
+        blocks = complete_blocks(prefix)
+        if not blocks:
+            return True
+        for conj in self._conj:
+            image = [tuple(sorted(conj[m] for m in b)) for b in blocks]
+            if image < blocks:
+                return False
+        return True
+
+
+def random_symmetric(seed, blocks=10, generators=1):
+    """``(moves, cube)``: a random position left unchanged by ``generators`` randomly chosen
+    symmetries, the product of ``blocks`` random blocks that they all map onto themselves
+    (for tests and benchmarks: almost no uniformly random position has a symmetry)."""
+    rng = np.random.default_rng(seed)
+    pairs = [(a, b) for a in range(9) for b in range(9, 18) if a // 3 + 3 == b // 3]
+    candidates = [(m,) for m in range(18)] + pairs
+    while True:
+        conj = MOVE_CONJ[rng.integers(1, len(SYMS), generators)]
+        fixed = [b for b in candidates if all(sorted(c[list(b)]) == sorted(b) for c in conj)]
+        if len({b[0] // 3 % 3 for b in fixed}) > 1:   # blocks of two axes at least
+            break
+    moves = []
+    for _ in range(blocks):
+        choice = [b for b in fixed if not moves or b[0] // 3 % 3 != moves[-1] // 3 % 3]
+        moves.extend(choice[rng.integers(len(choice))])
+    return moves, Cube.from_moves(moves)
+
+
+__all__ = ["SYMS", "MOVE_CONJ", "stabilizer", "complete_blocks", "SymmetryFilter",
+           "random_symmetric"]
