@@ -123,5 +123,22 @@ def test_superflip_proof_generates_a_fraction_of_the_nodes():
     pruned = solver.solve(cube, max_length=depth)
     full = solver.solve(cube, max_length=depth, symmetry=False)
     assert pruned.lower_bound == full.lower_bound == depth + 1
+    assert pruned.symmetries == 48 and full.symmetries == 1
     assert [i.bound for i in pruned.iterations] == [i.bound for i in full.iterations]
     assert pruned.iterations[-1].generated * 10 < full.iterations[-1].generated
+
+
+def test_cli_says_when_it_prunes_by_symmetry():
+    import io
+    import json
+
+    from apps.rubik.cli import main
+    out = io.StringIO()
+    assert main(["--scramble", "U2 D2 F2 B2 R2 L2", "--table-depth", "5", "--serial",
+                 "--heuristic", "phase1"], out=out) == 0
+    assert "48 symmetries of the position" in out.getvalue()
+    out = io.StringIO()
+    assert main(["--scramble", "U2 D2 F2 B2 R2 L2", "--table-depth", "5", "--serial",
+                 "--heuristic", "phase1", "--json", "--no-symmetry"], out=out) == 0
+    d = json.loads(out.getvalue())
+    assert d["length"] == 6 and d["verified"] and d["symmetries"] == 1

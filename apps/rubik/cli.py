@@ -82,6 +82,9 @@ def _report(cube, res, args, out):
         return
     print(f"position  {cube.facelets()}", file=out)
     print(f"heuristic {res.heuristic}", file=out)
+    if res.symmetries > 1:
+        print(f"symmetry  {res.symmetries} symmetries of the position: subtrees they map onto "
+              f"each other searched once", file=out)
     for it in res.iterations:
         extra = f"  {it.tasks} tasks" if hasattr(it, "tasks") else ""
         print(f"  bound {it.bound:2d}: {it.generated:>14,} nodes  {it.seconds:8.3f} s{extra}", file=out)

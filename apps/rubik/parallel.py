@@ -184,9 +184,10 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     rounds = dict(policy=policy, tail_duplication=tail_duplication,
                   chunksize=chunksize if chunksize is not None else
                   (1 if order == "serial" and policy is None else None))
+    symmetry = SymmetryFilter(cube) if symmetry and not all_solutions else None
+    res.symmetries = len(symmetry.symmetries) + 1 if symmetry else 1
     search = _Search(h, cube, farm, split, order, all_solutions, budget, cache_dir,
-                     max_depth, yield_after if steal else None, rounds,
-                     SymmetryFilter(cube) if symmetry and not all_solutions else None)
+                     max_depth, yield_after if steal else None, rounds, symmetry)
     while bound <= limit:
         it, found, counts = search.iteration(bound, local_nodes)
         res.iterations.append(it)

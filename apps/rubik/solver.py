@@ -139,7 +139,8 @@ class Iteration:
 @dataclass
 class SolveResult:
     """What a solve found. ``solution`` is None when no solution of length <= the limit
-    exists (then ``lower_bound`` = limit + 1 is proven)."""
+    exists (then ``lower_bound`` = limit + 1 is proven). ``symmetries``: the order of the
+    position's symmetry group the search pruned with (1: none)."""
     solution: list
     solutions: list
     lower_bound: int
@@ -147,6 +148,7 @@ class SolveResult:
     seconds: float = 0.0
     heuristic: str = DEFAULT_HEURISTIC
     workers: dict = field(default_factory=dict)
+    symmetries: int = 1
 
     @property
     def length(self):
@@ -227,6 +229,7 @@ class Solver:
         # a symmetric position: only subtrees no symmetry makes equivalent to an earlier one
         symmetry = SymmetryFilter(cube) if symmetry and not all_solutions else None
         front = Frontier(self.heuristic, cube, SYMMETRIC_SPLIT, symmetry) if symmetry else None
+        res.symmetries = len(symmetry.symmetries) + 1 if symmetry else 1
         while bound <= limit:
             t1 = time.perf_counter()
             prefixes, gen, exp = front.leaves(bound) if front else ([[]], 0, 0)
