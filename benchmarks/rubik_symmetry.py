@@ -7,7 +7,7 @@ For every position below (superflip, superflip composed with four spot, and posi
 with one symmetry besides the identity from ``random_symmetric``, seeds fixed here) one launch on
 pyfw.farm (``--ranks``, default 3: two workers) solves it optimally with symmetry pruning
 (the default), then proves that no solution of ``length - below`` moves or fewer exists
-(at least its heuristic value, so that a bound is searched),
+(``BELOW`` for some; at least its heuristic value, so that a bound is searched),
 with and without the pruning, alternating, ``--repeats`` times each (both searches walk the
 same bounds, so the ratio is that of the subtrees dropped). Tables are loaded and the JIT
 is warm before the clock starts. Reported per position: the order of its symmetry group,
@@ -39,9 +39,11 @@ POSITIONS = {
     "superflip*fourspot": (SUPERFLIP, FOUR_SPOT),
     # order 2 (one symmetry besides the identity); 40 blocks: more than 15 moves from solved
     "sym-seed0": {"seed": 0, "blocks": 40, "generators": 1},
-    "sym-seed1": {"seed": 1, "blocks": 40, "generators": 1},
     "sym-seed3": {"seed": 3, "blocks": 40, "generators": 1},
+    "sym-seed7": {"seed": 7, "blocks": 40, "generators": 1},
 }
+#: proofs this many moves below the optimum instead of --below (their searches are small)
+BELOW = {"sym-seed0": 2, "sym-seed3": 2, "sym-seed7": 2}
 
 
 def position(name):
@@ -157,7 +159,7 @@ def main(argv=None):
     t0 = time.time()
     results = []
     for name in a.only or POSITIONS:
-        r = launch(name, a.ranks, a.heuristic, a.below, a.repeats, a.timeout)
+        r = launch(name, a.ranks, a.heuristic, BELOW.get(name, a.below), a.repeats, a.timeout)
         r["summary"] = s = summarise(r)
         results.append(r)
         print(f"{name}: {r['symmetries']} symmetries, {r['length']} moves in "

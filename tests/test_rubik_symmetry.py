@@ -142,3 +142,21 @@ def test_cli_says_when_it_prunes_by_symmetry():
                  "--heuristic", "phase1", "--json", "--no-symmetry"], out=out) == 0
     d = json.loads(out.getvalue())
     assert d["length"] == 6 and d["verified"] and d["symmetries"] == 1
+
+
+def test_a_deeper_frontier_only_where_it_prunes_clearly_more():
+    from apps.rubik.frontier import prefixes_at, symmetric_split
+    superflip = SymmetryFilter(Cube.from_moves(SUPERFLIP))
+    # its 48 symmetries split the 45 possible first blocks into 6 orbits (by hand: every
+    # quarter turn is conjugate to U, every half turn to U2; pairs of quarter turns in the
+    # same sense to U D, in opposite senses to U D', a quarter and a half turn to U D2,
+    # two half turns to U2 D2): the kept prefixes start with those 6 only
+    firsts = {complete_blocks(p)[0] for p in prefixes_at(2)
+              if superflip.keeps(p) and complete_blocks(p)}
+    assert firsts == {(U,), (U2,), (U, D), (U, Di), (U, D2), (U2, D2)}
+    # a lone first turn of U, R or F is kept (D, L or B may still join it), of D, L, B not
+    assert [p for p in prefixes_at(1) if superflip.keeps(p)] == [[m] for m in range(9)]
+    assert symmetric_split(superflip, 2) == 3
+    one = SymmetryFilter(random_symmetric(0, 40, 1)[1])
+    assert len(one.symmetries) == 1 and symmetric_split(one, 2) == 2
+    assert symmetric_split(SymmetryFilter(Cube.random(1)), 2) == 2

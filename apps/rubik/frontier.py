@@ -1,8 +1,30 @@
 """The top of an IDA* tree, walked by the process that hands its subtrees out."""
 from .pruning import allowed
 
-SYMMETRIC_SPLIT = 3     # frontier depth for a symmetric position: 3,240 prefixes, of which
-                        # superflip keeps 90 (36x fewer) where depth 2 keeps 16 of 243
+SYMMETRIC_SPLIT = 3     # frontier depth for a position with many symmetries: 3,240 prefixes,
+                        # of which superflip keeps 90 (36x fewer) where depth 2 keeps 16 of 243
+DEEPER_PAYS = 0.75      # ... used where it keeps this share of depth 2's fraction or less
+                        # (not for one symmetry: about half of both, and 13x more leaves)
+
+
+def prefixes_at(depth):
+    """Canonical prefixes of exactly ``depth`` moves (243 at depth 2)."""
+    out = [[]]
+    for _ in range(depth):
+        out = [p + [m] for p in out for m in range(18)
+               if allowed(p[-1] // 3 if p else None, m // 3)]
+    return out
+
+
+def symmetric_split(symmetry, split):
+    """The frontier depth for a position whose :class:`~.position_symmetry.SymmetryFilter`
+    is ``symmetry``: ``split``, or :data:`SYMMETRIC_SPLIT` if that keeps a clearly smaller
+    share of the prefixes (each leaf costs the walk and a search set-up)."""
+    if not symmetry or split >= SYMMETRIC_SPLIT:
+        return split
+    share = [sum(map(symmetry.keeps, ps)) / len(ps)
+             for ps in (prefixes_at(split), prefixes_at(SYMMETRIC_SPLIT))]
+    return SYMMETRIC_SPLIT if share[1] <= DEEPER_PAYS * share[0] else split
 
 
 class Frontier:
@@ -10,13 +32,13 @@ class Frontier:
     :attr:`deep`), pruned with the heuristic as the search kernels prune, with cached
     heuristic values. ``symmetry``: a :class:`~.position_symmetry.SymmetryFilter` of
     the position; a prefix it does not keep is dropped with its subtree (not counted as
-    generated), and the split is at least :data:`SYMMETRIC_SPLIT` when it prunes."""
+    generated), and the split may be deeper (:func:`symmetric_split`)."""
 
     def __init__(self, heuristic, cube, split, symmetry=None):
         self.h = heuristic
         self.cube = cube
         self.symmetry = symmetry if symmetry else None
-        self.split = max(split, SYMMETRIC_SPLIT) if self.symmetry else split
+        self.split = symmetric_split(self.symmetry, split)
         self._hcache = {}
         self.deep = set()          # prefixes to split one level further (adaptive)
 

@@ -29,9 +29,8 @@ from collections import defaultdict
 from pyfw.farm import Task
 
 from .cube import Cube
-from .frontier import Frontier
+from .frontier import Frontier, prefixes_at
 from .position_symmetry import SymmetryFilter
-from .pruning import allowed
 from .search import DONE, FOUND
 from .solver import (DEFAULT_HEURISTIC, Heuristic, Iteration, SolveResult, check_cube,
                      check_limit)
@@ -365,15 +364,6 @@ class _Search:
         for p, n in counts.items():
             if n > total / pieces and len(p) < bound - 1:
                 self.front.deep.add(p)
-
-
-def prefixes_at(depth):
-    """Canonical prefixes of exactly ``depth`` moves (243 at depth 2)."""
-    out = [[]]
-    for _ in range(depth):
-        out = [p + [m] for p in out for m in range(18)
-               if allowed(p[-1] // 3 if p else None, m // 3)]
-    return out
 
 
 __all__ = ["SubtreeTask", "solve_parallel", "prefixes_at", "preload"]

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from .cube import Cube, InvalidCubeError, format_moves
-from .frontier import SYMMETRIC_SPLIT, Frontier
+from .frontier import Frontier
 from .huge import HugeTables
 from .korf import KorfTables
 from .position_symmetry import SymmetryFilter
@@ -228,7 +228,7 @@ class Solver:
         res.lower_bound = bound
         # a symmetric position: only subtrees no symmetry makes equivalent to an earlier one
         symmetry = SymmetryFilter(cube) if symmetry and not all_solutions else None
-        front = Frontier(self.heuristic, cube, SYMMETRIC_SPLIT, symmetry) if symmetry else None
+        front = Frontier(self.heuristic, cube, 2, symmetry) if symmetry else None
         res.symmetries = len(symmetry.symmetries) + 1 if symmetry else 1
         while bound <= limit:
             t1 = time.perf_counter()
