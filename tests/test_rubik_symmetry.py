@@ -1,7 +1,6 @@
 """apps.rubik symmetric positions: the 48 symmetries, stabilizers with known sizes, and a
 search that drops equivalent subtrees yet keeps a conjugate of every optimal solution and
 finds the distances of an independent breadth-first search."""
-import numpy as np
 import pytest
 
 import test_rubik_naive as naive

@@ -3,9 +3,9 @@
 If a symmetry S of the cube (one of the 48 rotations and reflections) leaves the position
 P unchanged, ``S P S^-1 = P``, then conjugating a solution of P move by move gives another
 solution of P of the same length. The positions people try an optimal solver on are often
-symmetric (superflip, checkerboards, most of the known distance-20 positions), and for them
-the top of the tree repeats: superflip's 48 symmetries leave 6 of the 45 first blocks
-(below) to search, about 8 times fewer nodes at every bound.
+symmetric (superflip and positions built from it, checkerboards and other patterns), and
+for them the top of the tree repeats: superflip's 48 symmetries leave 6 of the 45 first
+blocks (below) to search, and 90 of the 3,240 three-move prefixes.
 
 The search only generates canonical sequences (opposite faces in a fixed order), and
 conjugation does not keep that order (it may turn U D into D U), so "keep one of each
@@ -17,7 +17,7 @@ smallest: every prefix of its blocks is the smallest of its own orbit (a smaller
 of a prefix would make a smaller conjugate of the whole). So a search may drop every
 subtree whose complete blocks are not the smallest of their orbit and still find a
 solution of every length that has one: the length is optimal, the solution is one of the
-conjugates. Every solution is not found, so ``all_solutions`` searches do not prune.
+conjugates. Not every solution is found, so ``all_solutions`` searches do not prune.
 """
 import numpy as np
 
