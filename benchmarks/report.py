@@ -349,6 +349,9 @@ SECTIONS = [
      "--out benchmarks/results/rubik_steal", rubik_speedup),
     ("Rubik: symmetric positions", "rubik_symmetry.json",
      "python benchmarks/rubik_symmetry.py", rubik_symmetry),
+    ("Rubik: two workers against one on symmetric positions", "rubik_symspeedup.json",
+     "python benchmarks/rubik_speedup.py --positions superflip,sym-seed3 "
+     "--out benchmarks/results/rubik_symspeedup", rubik_speedup),
     ("Uneven clusters on the multi-node test bed", "testbed_farm.json",
      "python benchmarks/testbed_remeasure.py", testbed),
 ]

@@ -38,6 +38,17 @@ def seed_range(text):
     return list(range(int(lo), int(hi or lo) + 1))
 
 
+def cube_of(seed):
+    """``Cube.random(seed)`` for an integer seed, else the position of that name in
+    ``rubik_symmetry.POSITIONS`` (``--positions``)."""
+    from apps.rubik import Cube
+    if isinstance(seed, int) or str(seed).isdigit():
+        return Cube.random(int(seed))
+    sys.path.insert(0, HERE)
+    from rubik_symmetry import position
+    return position(seed)
+
+
 def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -47,8 +58,8 @@ def _split(text):
 
 
 def mpi_solve(heuristic, seed, order, split, depth, inverse=True, steal=True):
-    """Under mpiexec: one warm solve of Cube.random(seed); rank 0 prints a RESULT line."""
-    from apps.rubik import Cube, Heuristic
+    """Under mpiexec: one warm solve of ``cube_of(seed)``; rank 0 prints a RESULT line."""
+    from apps.rubik import Heuristic
     from apps.rubik.parallel import preload, solve_parallel
     from pyfw.farm import Farm
     with Farm(None, setup=preload, setup_args=(heuristic, None, None, inverse),
@@ -56,7 +67,7 @@ def mpi_solve(heuristic, seed, order, split, depth, inverse=True, steal=True):
         if farm.is_master:
             h = Heuristic(heuristic, progress=False, inverse=inverse)
             solve_parallel("R U F", farm, tables=h, local_nodes=0)   # workers' JIT and tables
-            cube = Cube.random(seed)
+            cube = cube_of(seed)
             t = time.perf_counter()
             r = solve_parallel(cube, farm, tables=h, order=order, split=split, steal=steal)
             dt = time.perf_counter() - t
@@ -128,14 +139,16 @@ def plot(configs, path):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 4))
     for k, cfg in enumerate(configs):
-        xs = [c["seed"] + 0.2 * k for c in cfg["cubes"]]
+        xs = [i + 0.2 * k for i in range(len(cfg["cubes"]))]
         ax.bar(xs, [c["speedup"] for c in cfg["cubes"]], width=0.2 if len(configs) > 1 else 0.6,
                label=f"order={cfg['order']}, split={cfg['split']}"
                      f"{'' if cfg.get('steal', False) else ', no stealing'} "
                      f"(geo-mean {cfg['summary']['geomean_speedup']:.2f}x)")
     ax.axhline(2, c="k", lw=0.8, ls=":")
     ax.axhline(1.3, c="r", lw=0.8, ls=":")
-    ax.set_xlabel("cube (Cube.random seed)")
+    ax.set_xticks(range(len(configs[0]["cubes"])))
+    ax.set_xticklabels([str(c["seed"]) for c in configs[0]["cubes"]], fontsize=7)
+    ax.set_xlabel("cube (Cube.random seed, or position)")
     ax.set_ylabel("solve time, 1 worker / 2 workers")
     ax.set_title("optimal solves: 2 workers vs 1 on pyfw.farm")
     ax.legend(fontsize=8)
@@ -147,6 +160,9 @@ def plot(configs, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0-19")
+    ap.add_argument("--positions", default=None,
+                    help="comma-separated names from rubik_symmetry.POSITIONS instead of "
+                         "random cubes (e.g. superflip,sym-seed3)")
     ap.add_argument("--heuristic", default="huge")
     ap.add_argument("--order", default="serial")
     ap.add_argument("--split", type=_split, default="adaptive")
@@ -161,12 +177,13 @@ def main(argv=None):
                          "inverse lookups)")
     ap.add_argument("--timeout", type=float, default=900.0, help="per launch, seconds")
     ap.add_argument("--out", default=os.path.join(RESULTS, "rubik_speedup"))
-    ap.add_argument("--mpi", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--mpi", type=lambda x: int(x) if x.isdigit() else x, default=None,
+                    help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.mpi is not None:
         return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth, a.inverse,
                          a.steal)
-    seeds = seed_range(a.seeds)
+    seeds = a.positions.split(",") if a.positions else seed_range(a.seeds)
     t0 = time.time()
     wanted = [{"order": a.order, "split": a.split, "pipeline_depth": a.pipeline_depth,
                "inverse": a.inverse, "steal": a.steal}]
