@@ -89,6 +89,11 @@ def launch(ranks, heuristic, seed, order, split, depth, timeout, inverse=True, s
         cmd += ["--no-inverse"]
     if not steal:
         cmd += ["--no-steal"]
+    return run_result(cmd, timeout)
+
+
+def run_result(cmd, timeout):
+    """Run a launch command; the JSON of its rank 0's ``RESULT`` line (exit on failure)."""
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout + 60)
     line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
     if p.returncode != 0 or not line:

@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -30,6 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+from rubik_speedup import run_result  # noqa: E402
 
 SUPERFLIP = "U R2 F B R B2 R U2 L B2 R U' D' R2 F R' L B2 U2 F2"
 FOUR_SPOT = "F2 B2 U D' R2 L2 U D'"
@@ -96,12 +97,7 @@ def launch(name, ranks, heuristic, below, repeats, timeout):
     cmd = ["pyfw-run", "-n", str(ranks), "--timeout", str(timeout), "--", sys.executable,
            os.path.abspath(__file__), "--mpi", name, "--heuristic", heuristic,
            "--below", str(below), "--repeats", str(repeats)]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout + 60)
-    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
-    if p.returncode != 0 or not line:
-        raise SystemExit(f"launch failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-2000:]}"
-                         f"\n{p.stderr[-2000:]}")
-    return json.loads(line[0][7:])
+    return run_result(cmd, timeout)
 
 
 def summarise(res):
