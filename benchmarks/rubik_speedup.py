@@ -1,10 +1,12 @@
 """Two workers against one on optimal solves of random cubes, side by side.
 
-    python benchmarks/rubik_speedup.py [--seeds 0-19] [--heuristic huge] [--order serial]
+    python benchmarks/rubik_speedup.py [--seeds 0-19 | --positions superflip,...]
+                                       [--heuristic huge] [--order serial]
                                        [--split adaptive] [--compare largest:2] [--no-inverse]
                                        [--no-steal]
 
-For every cube ``Cube.random(seed)`` (seeds fixed here) the solve runs on pyfw.farm with
+For every cube ``Cube.random(seed)`` (seeds fixed here; or a symmetric position named in
+``rubik_symmetry.POSITIONS`` with ``--positions``) the solve runs on pyfw.farm with
 one worker (2 ranks) and with two (3 ranks), one launch each, alternating per cube (and
 with ``--compare``, every configuration's launches of a cube together) so that the shared
 machine's drift hits both alike; tables are loaded and the JIT is warm before
