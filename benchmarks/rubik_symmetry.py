@@ -63,7 +63,6 @@ def mpi_run(name, heuristic, below, repeats):
     """Under mpiexec: rank 0 prints one RESULT line for the position ``name``."""
     from apps.rubik import Heuristic
     from apps.rubik.parallel import preload, solve_parallel
-    from apps.rubik.position_symmetry import stabilizer
     from pyfw.farm import Farm
     with Farm(None, setup=preload, setup_args=(heuristic, None, None, True)) as farm:
         if not farm.is_master:
@@ -87,7 +86,7 @@ def mpi_run(name, heuristic, below, repeats):
                                    "generated": p.generated})
                 assert p.solution is None and p.lower_bound == depth + 1
         print("RESULT " + json.dumps({
-            "name": name, "symmetries": len(stabilizer(cube)) + 1, "length": r.length,
+            "name": name, "symmetries": r.symmetries, "length": r.length,
             "solve_seconds": solve_s, "solve_generated": r.generated,
             "solve_bounds": [(i.bound, i.generated, i.seconds) for i in r.iterations],
             "proof_depth": depth, "runs": runs, "workers": farm.num_workers}), flush=True)

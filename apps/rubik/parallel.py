@@ -184,7 +184,7 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
                   chunksize=chunksize if chunksize is not None else
                   (1 if order == "serial" and policy is None else None))
     symmetry = SymmetryFilter(cube) if symmetry and not all_solutions else None
-    res.symmetries = len(symmetry.symmetries) + 1 if symmetry else 1
+    res.symmetries = symmetry.order if symmetry else 1
     search = _Search(h, cube, farm, split, order, all_solutions, budget, cache_dir,
                      max_depth, yield_after if steal else None, rounds, symmetry)
     while bound <= limit:

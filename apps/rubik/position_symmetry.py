@@ -82,14 +82,23 @@ class SymmetryFilter:
     def __init__(self, cube):
         self.symmetries = stabilizer(cube)
         self._conj = MOVE_CONJ[list(self.symmetries)].tolist() if self.symmetries else []
+        self._kept = {}        # prefix -> verdict: every IDA* iteration walks the same top
 
     def __bool__(self):
         return bool(self.symmetries)
 
+    @property
+    def order(self):
+        """The order of the position's symmetry group (1: no symmetry)."""
+        return len(self.symmetries) + 1
+
     def keeps(self, prefix):
-        blocks = complete_blocks(prefix)
-        if not blocks:
-            return True
+        key = tuple(prefix)
+        if key not in self._kept:
+            self._kept[key] = self._smallest(complete_blocks(prefix))
+        return self._kept[key]
+
+    def _smallest(self, blocks):
         for conj in self._conj:
             image = [tuple(sorted(conj[m] for m in b)) for b in blocks]
             if image < blocks:

@@ -229,7 +229,7 @@ class Solver:
         # a symmetric position: only subtrees no symmetry makes equivalent to an earlier one
         symmetry = SymmetryFilter(cube) if symmetry and not all_solutions else None
         front = Frontier(self.heuristic, cube, 2, symmetry) if symmetry else None
-        res.symmetries = len(symmetry.symmetries) + 1 if symmetry else 1
+        res.symmetries = symmetry.order if symmetry else 1
         while bound <= limit:
             t1 = time.perf_counter()
             prefixes, gen, exp = front.leaves(bound) if front else ([[]], 0, 0)
