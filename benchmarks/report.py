@@ -208,10 +208,25 @@ def knee_validation(d):
     fits = "; ".join(f"{f['parameter']} = {_g(f['value'])} (fitted on "
                      + ", ".join(f"{st} {tg}" for st, tg in f["fitted_on"]) + ")"
                      for f in d["fits"])
-    return (f"Fitted: {fits}. Held out: {d['held_out_within']} of {d['held_out_targets']} "
-            f"targets within their spread or ±30 %.\n\n"
-            + _table(["study", "target", "role", "measured drop C", "model drop C", "error",
-                      "within"], rows))
+    out = (f"Fitted: {fits}. Held out: {d['held_out_within']} of {d['held_out_targets']} "
+           f"targets within their spread or ±30 %. A rise is a negative drop.\n\n"
+           + _table(["study", "target", "role", "measured drop C", "model drop C", "error",
+                     "within"], rows))
+    arth = d.get("arthroscopy")
+    if arth:            # the post-operative targets at the ends of the assumed duration
+        ends = sorted(arth["range"], key=float)
+        model = {m: {(r["study"], r["target"]): r["model"] for r in arth["range"][m]}
+                 for m in ends}
+        assumed = {(r["study"], r["target"]): r["model"] for r in d["table"]}
+        keys = list(model[ends[0]])
+        out += (f"\n\nPost-operative targets against the arthroscopy's assumed duration "
+                f"({_g(arth['assumed_min'])} min in the table above):\n\n"
+                + _table(["study", "target"] + [f"{_g(float(m))} min" for m in ends[:1]]
+                         + [f"{_g(arth['assumed_min'])} min"]
+                         + [f"{_g(float(m))} min" for m in ends[1:]],
+                         [[st, tg, _g(model[ends[0]][(st, tg)]), _g(assumed[(st, tg)])]
+                          + [_g(model[m][(st, tg)]) for m in ends[1:]] for st, tg in keys]))
+    return out
 
 
 def knee_convergence(d):

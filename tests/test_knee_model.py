@@ -155,3 +155,42 @@ def test_default_couplings_are_the_validation_fit():
     for name in ("skin", "fat", "muscle", "tendon"):
         assert DEFAULT_TISSUES[ID[name]].q10 == Q10_TISSUE
     assert DEFAULT_TISSUES[ID["ice"]].contact == ICE_CONTACT
+
+
+def test_arthroscopy_cools_around_the_cavity_and_the_knee_rewarms_after_it():
+    """The irrigated cavity sits at the saline's temperature; the tissues around it cool by
+    conduction, never below the saline nor above their uncooled state (a maximum principle
+    of the heat equation), the joint more than the skin; after the operation, with no
+    device, the pouch rewarms monotonically towards its uncooled state."""
+    kw = dict(shape=(30, 44, 42), length_mm=20.0, device="none", steady_tol=1e-8,
+              irrigant_temp=24.5)
+    runs = {}
+    for minutes in (0.0, 10.0):
+        run = KneeRun(MPI.COMM_SELF, Params(arthroscopy_min=minutes, **kw), balance=False,
+                      log=lambda *a: None)
+        run.steady_state()
+        run.irrigate()
+        runs[minutes] = run
+    warm, irrigated = runs[0.0], runs[10.0]
+    tid = irrigated.dom.interior("tid")
+    T, T_steady = irrigated.dom.interior("T"), warm.dom.interior("T")
+    tissue = np.isin(tid, [ID[n] for n in ("skin", "fat", "muscle", "tendon", "cartilage",
+                                           "cortical_bone", "cancellous_bone")])
+    assert np.all(T[tid == ID["synovial_fluid"]] == 24.5)
+    assert np.all(T[tissue] <= T_steady[tissue] + 1e-9)
+    assert np.all(T[tissue] >= 24.5 - 1e-9)
+    before, after = warm.probe(), irrigated.probe()
+    assert after["suprapatellar_pouch"] == 24.5
+    assert before["joint_anterior"] - after["joint_anterior"] > 1.0
+    assert (before["skin_anterior"] - after["skin_anterior"]
+            < before["joint_anterior"] - after["joint_anterior"])
+    irrigated.start_cooling()
+    assert irrigated.t0_values["suprapatellar_pouch"] == 24.5   # t = 0: the operation's end
+    irrigated.run(minutes=10, history_every=30)
+    rise = np.array(irrigated.history["suprapatellar_pouch"])
+    assert np.all(np.diff(rise) >= -1e-9) and rise[-1] > 24.5 + 1.0
+    assert rise[-1] < before["suprapatellar_pouch"]
+    for bad in (dict(arthroscopy_min=-1.0), dict(arthroscopy_min=float("nan")),
+                dict(irrigant_temp=float("inf"))):
+        with pytest.raises(ConfigurationError, match="arthroscopy_min|irrigant_temp"):
+            Params(**bad).validate()

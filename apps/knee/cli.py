@@ -82,6 +82,13 @@ def _model_options(g) -> None:
     g.add_argument("--perfusion-lag", type=float, default=0.0,
                    help="time constant (s) with which perfusion follows the temperature "
                         "(vessels take minutes to constrict; default 0: at once)")
+    g.add_argument("--arthroscopy", type=float, default=0.0, metavar="MIN",
+                   help="minutes of arthroscopic irrigation before the device goes on: the "
+                        "joint cavity is held at --irrigant-temp, and t = 0 is the end of the "
+                        "operation (default 0: an unoperated knee)")
+    g.add_argument("--irrigant-temp", type=float, default=24.5,
+                   help="temperature of the irrigated joint cavity, C (default 24.5: saline "
+                        "at room temperature, as measured at the end of knee arthroscopies)")
     g.add_argument("--h-air", type=float, default=10.0, help="skin-air coefficient (natural convection + radiation), W/(m^2 K) "
                         "(default 10)")
     g.add_argument("--set", type=_override, action="append", default=[], metavar="T.P=V",
@@ -142,7 +149,8 @@ def sensitivity_band(p, summ) -> dict | None:
         return None
     ref = Params()
     same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack",
-            "perfusion_lag", "pack_temp", "t_arterial", "ambient", "h_air", "overrides")
+            "perfusion_lag", "pack_temp", "t_arterial", "ambient", "h_air", "overrides",
+            "arthroscopy_min")
     if any(getattr(p, k) != getattr(ref, k) for k in same):
         return None
     with open(SENSITIVITY) as fh:
@@ -183,9 +191,11 @@ def _start(args, comm, log, kw):
                t_arterial=args.t_arterial, perfusion_every=args.perfusion_every,
                perfusion_lag=args.perfusion_lag,
                cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
-               overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol)
+               overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol,
+               arthroscopy_min=args.arthroscopy, irrigant_temp=args.irrigant_temp)
     run = KneeRun(comm, p, **kw)
     run.steady_state()
+    run.irrigate()
     run.start_cooling()
     return run
 

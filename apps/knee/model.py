@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -39,7 +39,14 @@ class Params:
     crushed-ice pack in Myrer et al., J Athl Train 36:32, 2001). No dressing under it
     (healthy knees; after surgery the pack goes over a dressing: ``bandage_mm`` 1-2, as in
     Martin et al. 2002 or Breslin et al. 2015). A frozen gel pack from a freezer is
-    ``pack_temp = -15 .. -20``; ``pack = "gel"`` a non-freezing gel."""
+    ``pack_temp = -15 .. -20``; ``pack = "gel"`` a non-freezing gel.
+
+    After an arthroscopy (``arthroscopy_min`` > 0) the device goes on a knee that was
+    irrigated for that long: the joint cavity is held at ``irrigant_temp`` (saline at room
+    temperature; the cavity ends the operation at 24.5 +- 1.0 C, "nearly equal" to the
+    saline, Sanchez-Inchausti et al., Arthroscopy 21 (2005) 552, and at 24.6 +- 1.5 C in a
+    second series of 40 knees, KSSTA 1993 doi 10.1007/BF01466616), and t = 0 is the end of
+    the operation, when the device is put on."""
     shape: tuple = (200, 160, 160)
     dx_mm: float = 1.0
     device: str = "gel"
@@ -58,6 +65,8 @@ class Params:
     overrides: dict = field(default_factory=dict)
     dt: float | None = None
     steady_tol: float = 1e-5
+    arthroscopy_min: float = 0.0   # minutes of irrigation before the device goes on
+    irrigant_temp: float = 24.5    # C, the irrigated cavity's temperature
 
     def geometry(self) -> phantom.Geometry:
         return phantom.Geometry(shape=tuple(self.shape), dx=self.dx_mm, device=self.device,
@@ -77,12 +86,16 @@ class Params:
         self.tissues()
         if self.pack not in PACKS:
             raise ConfigurationError(f"unknown pack {self.pack!r} ({', '.join(PACKS)})")
-        for name in ("pack_temp", "cuff_temp", "ambient", "h_air", "t_arterial"):
+        for name in ("pack_temp", "cuff_temp", "ambient", "h_air", "t_arterial",
+                     "irrigant_temp"):
             if not math.isfinite(getattr(self, name)):
                 raise ConfigurationError(f"{name} must be finite")
         if not (self.perfusion_lag >= 0 and math.isfinite(self.perfusion_lag)):
             raise ConfigurationError(f"perfusion_lag must be a finite number of seconds >= 0, "
                                      f"got {self.perfusion_lag}")
+        if not (self.arthroscopy_min >= 0 and math.isfinite(self.arthroscopy_min)):
+            raise ConfigurationError(f"arthroscopy_min must be a finite number of minutes "
+                                     f">= 0, got {self.arthroscopy_min}")
 
     def key(self) -> str:
         d = asdict(self)
@@ -151,6 +164,30 @@ class KneeRun:
         self.steady_sweeps = s.steady_state(tol=self.p.steady_tol)
         self.log(f"steady state: {self.steady_sweeps} SOR sweeps in "
                  f"{time.perf_counter() - t0:.1f} s; "
+                 + ", ".join(f"{k} {v:.2f} C" for k, v in self.probe().items()))
+
+    def irrigate(self) -> None:
+        """The arthroscopy, if ``arthroscopy_min`` > 0: from the steady state, the joint
+        cavity (every synovial-fluid voxel: joint space and pouch) is held at
+        ``irrigant_temp`` for that many minutes, as the flowing saline holds it, while the
+        tissues around it cool by conduction and their perfusion responds. No device yet."""
+        p = self.p
+        if p.arthroscopy_min <= 0:
+            return
+        t0 = time.perf_counter()
+        fluid = ID["synovial_fluid"]
+        table = list(self.tissues)
+        table[fluid] = replace(table[fluid], boundary=True)   # a fixed-temperature conductor
+        tab = Tables(table, p.dx_mm * 1e-3, t_arterial=p.t_arterial)
+        T, tid = self.dom.fields["T"], self.dom.fields["tid"]
+        T[1:-1][tid[1:-1] == fluid] = p.irrigant_temp
+        s = HeatSolver(self.dom, tab, dt=None, overlap=self.overlap, balancer=self.balancer,
+                       perfusion_every=p.perfusion_every, perfusion_lag=p.perfusion_lag)
+        s.prepare()
+        s.advance(int(math.ceil(p.arthroscopy_min * 60.0 / s.dt - 1e-9)))
+        self.log(f"arthroscopy: cavity held at {p.irrigant_temp:g} C for "
+                 f"{p.arthroscopy_min:g} min ({s.step_count} steps, "
+                 f"{time.perf_counter() - t0:.1f} s); "
                  + ", ".join(f"{k} {v:.2f} C" for k, v in self.probe().items()))
 
     def start_cooling(self) -> None:
