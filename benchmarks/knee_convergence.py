@@ -27,6 +27,7 @@ ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, ROOT)
 
+from knee_sensitivity import keep_leg  # noqa: E402
 from pyfw import launch  # noqa: E402
 
 EXTENT_MM = (200.0, 160.0, 160.0)   # the default grid's leg: 200 x 160 x 160 voxels of 1 mm
@@ -35,7 +36,9 @@ POINTS = ("suprapatellar_pouch", "joint_centre", "skin_anterior")
 
 def run_grid(dx: float, ranks: int, minutes: float, timeout: float) -> dict:
     """The default scenario on a grid of ``dx`` mm; returns summary.json's drops."""
-    shape = [str(int(round(e / dx))) for e in EXTENT_MM]
+    grid = keep_leg(["--dx", f"{dx:g}", "--shape",
+                     *[str(int(round(e / dx))) for e in EXTENT_MM]], [])
+    shape = grid[3:6]     # widened where the pack would otherwise shrink the leg
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, "-m", "apps.knee", "--dx", f"{dx:g}", "--shape", *shape,
                "--minutes", f"{minutes:g}", "--no-plots", "--quiet", "--out", out]

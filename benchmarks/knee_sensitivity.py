@@ -94,9 +94,34 @@ def parameters():
     }
 
 
+def keep_leg(grid, extra):
+    """``grid`` with a cross-section wide enough for the full leg radius outside of which
+    ``extra``'s device fits: the phantom shrinks the leg to make room for a device that
+    does not fit, which would change the anatomy along with the device (a thicker pack
+    or a dressing would also mean a thinner leg)."""
+    from apps.knee.cli import parser
+    from apps.knee.phantom import Geometry
+    a = parser().parse_args(list(grid) + list(extra))
+    geo = Geometry(shape=tuple(a.shape), dx=a.dx, device=a.device, thickness=a.thickness,
+                   length=a.length, bandage=a.bandage)
+    if geo.device == "none":
+        return list(grid)
+    need = int(math.ceil(2.0 * (geo.radius + geo.device_depth() + a.dx) / a.dx - 1e-9)) + 2
+    need += need % 2       # even: the leg's voxels then lie as on any other even grid
+    nz, ny, nx = a.shape
+    if min(ny, nx) >= need:
+        return list(grid)
+    g = list(grid)
+    i = g.index("--shape")
+    g[i + 1:i + 4] = [str(nz), str(max(ny, need)), str(max(nx, need))]
+    return g
+
+
 def run_summary(extra, grid, minutes=90):
-    """One serial knee run through the CLI: its ``summary.json`` (drops and histories)."""
+    """One serial knee run through the CLI: its ``summary.json`` (drops and histories).
+    The grid is widened where the device would otherwise shrink the leg (``keep_leg``)."""
     from apps.knee.cli import main
+    grid = keep_leg(grid, extra)
     with tempfile.TemporaryDirectory() as out:
         with contextlib.redirect_stdout(io.StringIO()):
             code = main(grid + ["--minutes", str(minutes), "--no-plots", "--quiet",

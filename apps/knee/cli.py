@@ -243,6 +243,11 @@ def _run(args, comm) -> int:
         f"dt = {s.dt:.4g} s (limit {s.dt_limit:.4g} s), device {run.p.device} on "
         f"{','.join(run.p.sides)}"
         + (f" ({run.p.pack} pack)" if run.p.device == "gel" else ""))
+    geo = run.geo
+    if geo.outer_radius() < geo.radius:
+        log(f"note: the leg's radius is {geo.outer_radius():g} mm, not {geo.radius:g}: the "
+            f"grid's cross-section leaves no more room inside the device; widen --shape to "
+            f"keep the full leg")
     snaps = None
     if args.snapshot_every > 0:
         d = run.p.dx_mm * 1e-3

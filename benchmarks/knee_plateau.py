@@ -1,0 +1,113 @@
+"""What limits the knee model's late cooling: the default scenario against bounding cases.
+
+    python benchmarks/knee_plateau.py [--dx 2 --shape 100 80 80]
+
+The sensitivity study moves each input over its *published* range. This one asks a
+different question, with cases outside those ranges on purpose: if the pouch's cooling
+between 60 and 90 min were limited by blood flow, shutting perfusion off would deepen it a
+lot; if by the skin's contact with the pack, perfect contact would; if by the pack's cold
+reserve, a thicker pack would, and a long run shows when the default pack runs out. Each
+case is one knee run of the default scenario (healthy knee, crushed ice on three sides) with
+one thing changed; Warren et al. 2004's medians (3.3 / 12.8 / 15.2 C at 30 / 60 / 90 min)
+are the reference the model falls short of at 60 and 90 min.
+
+Writes ``benchmarks/results/knee_plateau.json`` and ``.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, os.path.dirname(HERE))
+
+from knee_sensitivity import run_summary  # noqa: E402
+
+POINT = "suprapatellar_pouch"
+WARREN = {30: 3.3, 60: 12.8, 90: 15.2}
+SOFT = ("skin", "fat", "muscle", "tendon")
+BONE = ("cortical_bone", "cancellous_bone")
+
+
+def _zero_perfusion(tissues):
+    return [a for t in tissues for a in ("--set", f"{t}.perfusion=0")]
+
+
+#: case -> (extra args, minutes, what it tests)
+CASES = {
+    "default": ([], 240, "the default scenario, run on until the pack's ice is gone"),
+    "no soft-tissue perfusion": (_zero_perfusion(SOFT), 90,
+                                 "blood flow in skin, fat, muscle and tendon shut off"),
+    "no perfusion at all": (_zero_perfusion(SOFT + BONE), 90,
+                            "also the bones' blood flow (which has no cold response)"),
+    "perfect pack contact": (["--set", "ice.contact=0"], 90,
+                             "no contact resistance between the bag and the skin"),
+    "pack 30 mm": (["--thickness", "30"], 90, "twice the default pack's ice"),
+}
+
+
+def drops_at(summ, point, minutes):
+    """The drop of ``point`` at each of ``minutes`` (interpolated in the history)."""
+    t = np.array(summ["history"]["t"]) / 60.0
+    t0 = summ["summary"]["t0"][point]
+    return {m: t0 - float(np.interp(m, t, summ["history"][point])) for m in minutes
+            if m <= t[-1] + 1e-9}
+
+
+def plot(d):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for i, (name, c) in enumerate(d["cases"].items()):
+        ax.plot(c["curve"][0], c["curve"][1], c=f"C{i}", label=name)
+    ax.plot(list(WARREN), list(WARREN.values()), "ks", label="Warren 2004 (medians)")
+    ax.set_xlabel("minutes of cooling")
+    ax.set_ylabel(f"drop at the {POINT.replace('_', ' ')} (C)")
+    ax.set_title("what limits the late cooling: default scenario against bounding cases",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "knee_plateau.png"), dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dx", default="2")
+    ap.add_argument("--shape", nargs=3, default=["100", "80", "80"])
+    a = ap.parse_args(argv)
+    grid = ["--dx", a.dx, "--shape", *a.shape]
+    t_start = time.time()
+    cases = {}
+    for name, (extra, minutes, what) in CASES.items():
+        summ = run_summary(extra, grid, minutes)
+        hist = summ["history"]
+        t0 = summ["summary"]["t0"]
+        cases[name] = {
+            "args": extra, "minutes": minutes, "what": what,
+            "drops": drops_at(summ, POINT, (30, 60, 90, 120, 150, 180, 240)),
+            "skin_drop_90": drops_at(summ, "skin_anterior", (90,))[90],
+            "curve": ([t / 60.0 for t in hist["t"]], [t0[POINT] - v for v in hist[POINT]])}
+        dr = cases[name]["drops"]
+        print(f"{name:26s} " + "  ".join(f"{m}: {v:5.2f}" for m, v in dr.items())
+              + f"   skin at 90: {cases[name]['skin_drop_90']:.1f}", flush=True)
+    d = {"command": "python benchmarks/knee_plateau.py " + " ".join(argv or sys.argv[1:]),
+         "machine": {"host": platform.node(), "cpus": os.cpu_count()},
+         "grid": grid, "point": POINT, "warren": WARREN, "cases": cases,
+         "seconds": time.time() - t_start}
+    with open(os.path.join(RESULTS, "knee_plateau.json"), "w") as fh:
+        json.dump(d, fh, indent=1)
+    plot(d)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
