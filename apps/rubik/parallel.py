@@ -177,16 +177,21 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     if bound == 0 or cube.is_solved:
         res.solution, res.solutions, res.lower_bound = [], [[]], 0
         return res
-    if tail_duplication is None and getattr(farm, "size", 1) > (os.cpu_count() or 1):
-        tail_duplication = False   # ranks outnumber cores: copies would compete for them
     steal = steal and order == "serial" and h.name != "korf" and not all_solutions
-    rounds = dict(policy=policy, tail_duplication=tail_duplication,
-                  chunksize=chunksize if chunksize is not None else
-                  (1 if order == "serial" and policy is None else None))
+    rounds = _round_settings(farm, policy, chunksize, tail_duplication, order)
     symmetry = SymmetryFilter(cube) if symmetry and not all_solutions else None
     res.symmetries = symmetry.order if symmetry else 1
     search = _Search(h, cube, farm, split, order, all_solutions, budget, cache_dir,
                      max_depth, yield_after if steal else None, rounds, symmetry)
+    _deepen(search, res, bound, limit, local_nodes, record_subtrees, on_iteration)
+    res.seconds = time.perf_counter() - t0
+    res.workers = {int(k): v for k, v in sorted(search.workers.items())}
+    return res
+
+
+def _deepen(search, res, bound, limit, local_nodes, record_subtrees, on_iteration) -> None:
+    """IDA*'s iterations from ``bound`` to ``limit``, recorded in ``res``; stops at the first
+    bound with a solution."""
     while bound <= limit:
         it, found, counts = search.iteration(bound, local_nodes)
         res.iterations.append(it)
@@ -197,13 +202,19 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
         if found:
             found.sort()
             res.solution, res.solutions, res.lower_bound = found[0], found, bound
-            break
+            return
         search.split_dominant(counts, bound)
         bound += 1
         res.lower_bound = bound
-    res.seconds = time.perf_counter() - t0
-    res.workers = {int(k): v for k, v in sorted(search.workers.items())}
-    return res
+
+
+def _round_settings(farm, policy, chunksize, tail_duplication, order) -> dict:
+    """The keyword arguments of every farm round of a solve (see :func:`solve_parallel`)."""
+    if tail_duplication is None and getattr(farm, "size", 1) > (os.cpu_count() or 1):
+        tail_duplication = False   # ranks outnumber cores: copies would compete for them
+    if chunksize is None and order == "serial" and policy is None:
+        chunksize = 1
+    return dict(policy=policy, tail_duplication=tail_duplication, chunksize=chunksize)
 
 
 class _Search:

@@ -167,16 +167,10 @@ def _reid_level(tab, d, reps, stab, cls, flipm, slicem, twm, tconj, forward):
 
 
 @njit(cache=True)
-def _small_class_tables(sep, seo, sinv, symmul, cls):
-    """A cache-friendly route to ``cls`` (4 MB, a memory miss per lookup in the search).
-
-    For a slice position s, ``srep[s] = k << 4 | S1``: conjugating by S1 takes s to the
-    representative slice ``sreps[k]`` of its orbit. Conjugation acts on the flip
-    coordinate affinely: flip(S1 C S1^-1) = fperm[S1, flip] ^ sxor[s]. Then
-    ``cls2[k, flip'] = cls[sreps[k] << 11 | flip']`` = (class, S2), and the symmetry that
-    takes C to its class representative is ``symmul[S2, S1]`` (S2 S1). Together ~0.4 MB.
-    Returns (srep, sreps, sxor, fperm, cls2, mismatches) -- the last counts (s, flip)
-    pairs where the affine decomposition or the class disagree with ``cls`` (must be 0)."""
+def _slice_orbits(sep, seo, sinv):
+    """Per slice position s: ``srep[s] = k << 4 | S1`` (conjugating by S1 takes s to the
+    representative ``sreps[k]``) and ``sxor[s]``, the flip of that conjugate of the
+    flip-0 cube. Returns (srep, sreps, sxor, number of orbits)."""
     ep = np.empty(12, np.int64)
     eo = np.empty(12, np.int64)
     oep = np.empty(12, np.int64)
@@ -208,7 +202,17 @@ def _small_class_tables(sep, seo, sinv, symmul, cls):
             eo[i] = 0
         _conj_edges(ep, eo, bs, sinv[bs], sep, seo, oep, oeo)
         sxor[sl] = _flip_rank(oeo)
-    # linear part: conjugate a cube with the solved slice, minus its flip-0 image
+    return srep, sreps, sxor, nk
+
+
+@njit(cache=True)
+def _flip_conjugation(sep, seo, sinv):
+    """``fperm[S, flip]``: the linear part of conjugation by S on the flip coordinate (a
+    cube with the solved slice, minus its flip-0 image)."""
+    ep = np.empty(12, np.int64)
+    eo = np.empty(12, np.int64)
+    oep = np.empty(12, np.int64)
+    oeo = np.empty(12, np.int64)
     fperm = np.empty((16, N_FLIP), np.int32)
     _slice_unrank(SLICE_SOLVED, ep)
     for s in range(16):
@@ -220,10 +224,16 @@ def _small_class_tables(sep, seo, sinv, symmul, cls):
             _flip_unrank(f, eo)
             _conj_edges(ep, eo, s, sinv[s], sep, seo, oep, oeo)
             fperm[s, f] = _flip_rank(oeo) ^ base
-    cls2 = np.empty((nk, N_FLIP), np.uint32)
-    for k in range(nk):
-        for f in range(N_FLIP):
-            cls2[k, f] = cls[(sreps[k] << 11) | f]
+    return fperm
+
+
+@njit(cache=True)
+def _route_mismatches(sep, seo, sinv, cls, srep, sreps, sxor, fperm, cls2):
+    """How many (slice, flip) pairs the two-level route sends elsewhere than ``cls``."""
+    ep = np.empty(12, np.int64)
+    eo = np.empty(12, np.int64)
+    oep = np.empty(12, np.int64)
+    oeo = np.empty(12, np.int64)
     bad = 0
     for sl in range(N_SLICE):
         _slice_unrank(sl, ep)
@@ -239,6 +249,27 @@ def _small_class_tables(sep, seo, sinv, symmul, cls):
             w = cls2[w1 >> 4, f1]
             if (w >> 4) != (cls[(sl << 11) | f] >> 4):
                 bad += 1
+    return bad
+
+
+@njit(cache=True)
+def _small_class_tables(sep, seo, sinv, symmul, cls):
+    """A cache-friendly route to ``cls`` (4 MB, a memory miss per lookup in the search).
+
+    For a slice position s, ``srep[s] = k << 4 | S1``: conjugating by S1 takes s to the
+    representative slice ``sreps[k]`` of its orbit. Conjugation acts on the flip
+    coordinate affinely: flip(S1 C S1^-1) = fperm[S1, flip] ^ sxor[s]. Then
+    ``cls2[k, flip'] = cls[sreps[k] << 11 | flip']`` = (class, S2), and the symmetry that
+    takes C to its class representative is ``symmul[S2, S1]`` (S2 S1). Together ~0.4 MB.
+    Returns (srep, sreps, sxor, fperm, cls2, mismatches) -- the last counts (s, flip)
+    pairs where the affine decomposition or the class disagree with ``cls`` (must be 0)."""
+    srep, sreps, sxor, nk = _slice_orbits(sep, seo, sinv)
+    fperm = _flip_conjugation(sep, seo, sinv)
+    cls2 = np.empty((nk, N_FLIP), np.uint32)
+    for k in range(nk):
+        for f in range(N_FLIP):
+            cls2[k, f] = cls[(sreps[k] << 11) | f]
+    bad = _route_mismatches(sep, seo, sinv, cls, srep, sreps, sxor, fperm, cls2)
     return srep, sreps[:nk].copy(), sxor, fperm, cls2, bad
 
 
