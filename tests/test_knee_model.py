@@ -194,3 +194,32 @@ def test_arthroscopy_cools_around_the_cavity_and_the_knee_rewarms_after_it():
                 dict(irrigant_temp=float("inf"))):
         with pytest.raises(ConfigurationError, match="arthroscopy_min|irrigant_temp"):
             Params(**bad).validate()
+
+
+def test_changing_the_pack_contact_during_a_run():
+    """A change to the same value steps on bitwise as before; a better contact cools the
+    skin faster from then on; a change the time step cannot carry, and a checkpoint of a
+    changed run, are refused."""
+    from apps.knee.solver import UnstableTimeStep
+
+    def run(change=None):
+        p = Params(shape=(30, 44, 42), length_mm=20.0, thickness_mm=6.0, steady_tol=1e-7,
+                   overrides={"ice.contact": 0.1})
+        r = KneeRun(MPI.COMM_SELF, p, balance=False, log=lambda *a: None)
+        r.steady_state()
+        r.start_cooling()
+        r.run(minutes=2, history_every=30)
+        if change is not None:
+            r.change_tissues(change)
+        r.run(minutes=4, history_every=30)
+        return r
+
+    plain, same, wet = run(), run({"ice.contact": 0.1}), run({"ice.contact": 0.0})
+    assert np.array_equal(plain.dom.interior("T"), same.dom.interior("T"))
+    assert wet.probe()["skin_anterior"] < plain.probe()["skin_anterior"] - 1.0
+    n = len(plain.history["t"]) // 2      # the histories agree up to the change
+    assert plain.history["skin_anterior"][:n] == wet.history["skin_anterior"][:n]
+    with pytest.raises(ConfigurationError, match="checkpoint"):
+        wet.save("/nonexistent/ckpt.h5")
+    with pytest.raises(UnstableTimeStep, match="new tissue properties"):
+        plain.change_tissues({"skin.k": 50.0})

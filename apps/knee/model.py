@@ -128,6 +128,7 @@ class KneeRun:
         self.steady_sweeps = 0
         self.t0_values = None
         self.asked_min = None      # the end the last run() was asked for, minutes
+        self.changed = False       # change_tissues() was called (no checkpoints then)
 
     # ------------------------------------------------------------------ set-up
     def _planes(self, z0: int, z1: int) -> np.ndarray:
@@ -202,6 +203,17 @@ class KneeRun:
         self.t0_values = self.probe()
         self._record()
 
+    def change_tissues(self, overrides: dict) -> None:
+        """From now on, step with these tissue overrides on top of the run's own
+        (``{"ice.contact": 0.0}``: e.g. a bag's contact improving as meltwater fills its
+        air gaps). Collective. Not recorded in checkpoints, so a run that changed its
+        tissues refuses to save one."""
+        merged = dict(self.p.overrides, **overrides)
+        tissues = tissue_table(dict({"air.h": self.p.h_air}, **merged))
+        tab = Tables(tissues, self.p.dx_mm * 1e-3, t_arterial=self.p.t_arterial)
+        self.solver.set_tables(tab)          # refuses an unstable change: nothing changed
+        self.tissues, self.tab, self.changed = tissues, tab, True
+
     def _make_solver(self) -> None:
         self.solver = HeatSolver(self.dom, self.tab, dt=self.p.dt, overlap=self.overlap,
                                  balancer=self.balancer,
@@ -211,6 +223,9 @@ class KneeRun:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str) -> None:
+        if self.changed:
+            raise ConfigurationError("this run changed its tissues during the run "
+                                     "(change_tissues), which a checkpoint cannot record")
         s = self.solver
         dio.save_checkpoint(self.dom, path, ["T", "tid", "P"], {
             "params": self.p.key(), "step": s.step_count, "dt": s.dt,

@@ -156,6 +156,23 @@ class HeatSolver:
         # count, so the schedule is the same on every rank and after a restart)
         self._pevery = max(1, int(round(self.perfusion_every / self.dt)))
 
+    def set_tables(self, tables: Tables) -> None:
+        """Step on with other tissue properties from now on (same tissue ids and voxel size,
+        e.g. a pack's contact changing as its ice melts); the time step stays, and must be
+        stable under the new properties (:class:`UnstableTimeStep` otherwise)."""
+        if len(tables.tissues) != len(self.tab.tissues) or tables.dx != self.tab.dx:
+            raise ConfigurationError("set_tables needs the same tissue ids and voxel size")
+        old = self.tab
+        self.tab = tables
+        limit = self.stable_dt()
+        if self.dt > limit:
+            self.tab = old
+            raise UnstableTimeStep(f"time step {self.dt:.6g} s is above the stability limit "
+                                   f"{limit:.6g} s of the new tissue properties")
+        self.dt_limit = limit
+        self._g = tables.g(self.dt)
+        self._pc_key = None          # the phase-change voxels may differ
+
     # -------------------------------------------------------------- stepping
     def prepare(self) -> None:
         """Call after changing ``T`` by hand: copies it into the scratch field and exchanges
