@@ -229,6 +229,20 @@ def knee_validation(d):
     return out
 
 
+def knee_plateau(d):
+    marks = sorted({int(m) for c in d["cases"].values() for m in c["drops"]})
+    rows = [[name] + [_g(c["drops"].get(str(m))) if str(m) in c["drops"] else "–"
+                      for m in marks] + [_g(c["skin_drop_90"]), c["what"]]
+            for name, c in d["cases"].items()]
+    rows.append(["Warren 2004 (measured medians)"]
+                + [_g(d["warren"].get(str(m))) if str(m) in d["warren"] else "–"
+                   for m in marks] + ["–", "the reference"])
+    return (f"Drop (C) at the {d['point'].replace('_', ' ')} by minute of cooling, and of "
+            f"the skin at 90 min:\n\n"
+            + _table(["case"] + [f"{m} min" for m in marks] + ["skin at 90", "what it tests"],
+                     rows))
+
+
 def knee_convergence(d):
     hs = [str(r["dx"]) for r in sorted(d["runs"], key=lambda r: -r["dx"])]
     rows = [[r["point"], r["minute"]] + [_g(r["drops"][h]) for h in hs]
@@ -351,6 +365,8 @@ SECTIONS = [
      "python benchmarks/knee_sensitivity.py", knee_sensitivity),
     ("Knee model against measured knees", "knee_validation.json",
      "python benchmarks/knee_validation.py", knee_validation),
+    ("Knee model: what limits the late cooling", "knee_plateau.json",
+     "python benchmarks/knee_plateau.py", knee_plateau),
     ("Knee model grid convergence", "knee_convergence.json",
      "python benchmarks/knee_convergence.py", knee_convergence),
     ("Rubik's cube solver", "rubik_bench.json",

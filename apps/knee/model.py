@@ -69,11 +69,13 @@ class Params:
     irrigant_temp: float = 24.5    # C, the irrigated cavity's temperature
 
     def geometry(self) -> phantom.Geometry:
+        """The phantom's grid and device layout for these parameters."""
         return phantom.Geometry(shape=tuple(self.shape), dx=self.dx_mm, device=self.device,
                                 sides=tuple(self.sides), thickness=self.thickness_mm,
                                 length=self.length_mm, bandage=self.bandage_mm)
 
     def tissues(self):
+        """The tissue table with the skin-air coefficient and the overrides applied."""
         ov = {"air.h": self.h_air}
         ov.update(self.overrides)
         return tissue_table(ov)
@@ -98,6 +100,7 @@ class Params:
                                      f">= 0, got {self.arthroscopy_min}")
 
     def key(self) -> str:
+        """These parameters as canonical JSON (stored in checkpoints, compared on restart)."""
         d = asdict(self)
         d["shape"], d["sides"] = list(self.shape), list(self.sides)
         return json.dumps(d, sort_keys=True)
@@ -223,6 +226,7 @@ class KneeRun:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str) -> None:
+        """Write a checkpoint (fields T, tid, P, the step, dt and the histories) to ``path``."""
         if self.changed:
             raise ConfigurationError("this run changed its tissues during the run "
                                      "(change_tissues), which a checkpoint cannot record")
@@ -251,6 +255,7 @@ class KneeRun:
 
     # ------------------------------------------------------------------ running
     def probe(self) -> dict:
+        """The temperature (C) at each named point, on every rank."""
         vals = red.probe(self.dom, "T", list(self.points.values()))
         return dict(zip(self.points, vals.tolist()))
 

@@ -81,6 +81,7 @@ class Geometry:
     radius: float = 62.0           # outer leg radius if it fits
 
     def validate(self) -> None:
+        """Raise :class:`ConfigurationError` if the grid, device or sides cannot be built."""
         nz, ny, nx = self.shape
         if min(self.shape) < 8:
             raise ConfigurationError(f"grid {self.shape} too small for a knee phantom "
@@ -111,6 +112,7 @@ class Geometry:
                                      f"{self.outer_radius():.3g} mm: too small")
 
     def device_depth(self) -> float:
+        """How far (mm) the device and the dressing under it reach out from the skin."""
         if self.device == "none":
             return 0.0
         return self.bandage + (self.thickness if self.device == "gel" else 2 * self.dx)
@@ -153,6 +155,8 @@ class Geometry:
 
     @property
     def scale(self) -> float:
+        """The leg's radius relative to the default 62 mm (anatomy below the fat scales with
+        it)."""
         return self.outer_radius() / 62.0
 
     def centre(self):

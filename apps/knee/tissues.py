@@ -119,9 +119,11 @@ class Tissue:
 
     @property
     def phase_change(self) -> bool:
+        """Whether this material melts (has a latent heat)."""
         return self.latent > 0
 
     def validate(self) -> None:
+        """Raise :class:`ConfigurationError` if the properties are not physical."""
         if self.boundary:
             if self.k < 0 or self.h < 0 or (self.k > 0 and self.h > 0):
                 raise ConfigurationError(f"boundary tissue {self.name!r} needs either k > 0 "

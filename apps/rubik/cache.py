@@ -57,6 +57,8 @@ class Progress:
         self.done = 0
 
     def update(self, done, note="", force=False):
+        """Record ``done`` units of work and redraw the bar (off a terminal: a line every
+        ``EVERY`` seconds, or now with ``force``)."""
         self.done = done
         if not self.enabled:
             return
@@ -73,6 +75,7 @@ class Progress:
         self.stream.flush()
 
     def close(self, note="done"):
+        """Show the bar complete with ``note`` and end its line."""
         if self.enabled:
             self.update(self.total, note, force=True)
             if self.tty:

@@ -17,6 +17,7 @@ from .solver import (DEFAULT_HEURISTIC, HEURISTICS, SMALL_HEURISTIC, Heuristic, 
 
 
 def parser():
+    """The ``python -m apps.rubik`` command line."""
     p = argparse.ArgumentParser(prog="python -m apps.rubik",
                                 description="Optimal (half-turn metric) Rubik's cube solver.")
     src = p.add_mutually_exclusive_group(required=True)

@@ -281,22 +281,27 @@ def _e6_tables(mep, meo):
 
 # ---------------------------------------------------------------- Python-level helpers
 def cp_coord(c):
+    """Corner-permutation coordinate of cube ``c`` (0 .. 8! - 1)."""
     return int(_cp_rank(c.cp.astype(np.int64)))
 
 
 def twist_coord(c):
+    """Corner-orientation coordinate of cube ``c`` (0 .. 3^7 - 1)."""
     return int(_twist_rank(c.co.astype(np.int64)))
 
 
 def flip_coord(c):
+    """Edge-orientation coordinate of cube ``c`` (0 .. 2^11 - 1)."""
     return int(_flip_rank(c.eo.astype(np.int64)))
 
 
 def slice_coord(c):
+    """Which 4 positions hold the UD-slice edges (0 .. 494, order ignored)."""
     return int(_slice_rank(c.ep.astype(np.int64)))
 
 
 def sslice_coord(c):
+    """Positions and order of the UD-slice edges (0 .. 11,879)."""
     return int(_sslice_rank(c.ep.astype(np.int64)))
 
 

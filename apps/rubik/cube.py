@@ -151,6 +151,7 @@ class Cube:
         return c
 
     def copy(self):
+        """An independent copy of this cube."""
         return Cube(self.cp, self.co, self.ep, self.eo, check=False)
 
     def __eq__(self, other):
@@ -167,6 +168,7 @@ class Cube:
 
     @property
     def is_solved(self):
+        """Whether every piece is in place and oriented."""
         return self == SOLVED
 
     def __repr__(self):

@@ -43,6 +43,7 @@ class Frontier:
         self.deep = set()          # prefixes to split one level further (adaptive)
 
     def hval(self, prefix):
+        """The heuristic value of the position after ``prefix`` (memoised)."""
         k = tuple(prefix)
         if k not in self._hcache:
             self._hcache[k] = self.h.h_after(self.cube, prefix)

@@ -285,6 +285,7 @@ def check_class_tables(step=1):
 
 
 def solved_index():
+    """The huge table's index of the solved cube."""
     t = class_tables()
     c, S = _class_of(0, SSLICE_SOLVED, t["srep"], t["sxor"], t["fperm"], t["cls2"], t["symmul"])
     return int(c) * N_TWIST + int(t["tconj"][0, S])

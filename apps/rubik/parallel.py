@@ -81,11 +81,13 @@ class SubtreeTask(Task):
         self.yield_after = yield_after
 
     def cube(self):
+        """The root position of this subtree, rebuilt from its wire bytes."""
         import numpy as np
         cp, co, ep, eo = (np.frombuffer(b, np.int8) for b in self.state)
         return Cube(cp, co, ep, eo, check=False)
 
     def run(self, ctx):
+        """Search the subtree on a worker (tables loaded once per worker)."""
         h = _tables(ctx, *self.spec)
         return search_subtree(h, self.cube(), self.prefix, self.bound, self.all_solutions,
                               self.budget, ctx.cancelled, ctx.rank, self.first_move,

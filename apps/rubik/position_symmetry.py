@@ -93,6 +93,7 @@ class SymmetryFilter:
         return len(self.symmetries) + 1
 
     def keeps(self, prefix):
+        """Whether the subtree below ``prefix`` is searched (memoised per prefix)."""
         key = tuple(prefix)
         if key not in self._kept:
             self._kept[key] = self._smallest(complete_blocks(prefix))

@@ -313,6 +313,7 @@ def small_class_tables():
 
 
 def solved_index():
+    """The phase-1 table's index of the solved cube."""
     cls, _, _, tconj = sym_tables()
     w = int(cls[(SLICE_SOLVED << 11) | 0])
     return (w >> 4) * N_TWIST + int(tconj[0, w & 15])
@@ -338,9 +339,12 @@ class ThreeAxisTables:
     search kernel combines them."""
 
     def axis_h(self, cube, axis=0):
+        """The table's value of ``cube`` seen in axis frame ``axis`` (0: UD; 1, 2: the
+        other two, by the URF-DBL rotation)."""
         raise NotImplementedError
 
     def parts(self, cube):
+        """The table's values of ``cube`` along the three axes."""
         return tuple(self.axis_h(cube, a) for a in range(3))
 
     def h(self, cube, inverse=False):

@@ -591,10 +591,12 @@ class SubtreeSearch:
 
     @property
     def generated(self):
+        """Nodes generated so far."""
         return int(self.stats[0])
 
     @property
     def expanded(self):
+        """Nodes expanded so far."""
         return int(self.stats[1])
 
     def step(self, budget=1 << 22):

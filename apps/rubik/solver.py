@@ -129,6 +129,7 @@ class Heuristic:
 
 @dataclass
 class Iteration:
+    """One IDA* iteration: its cost bound, nodes, seconds and solutions found."""
     bound: int
     generated: int
     expanded: int
@@ -152,26 +153,32 @@ class SolveResult:
 
     @property
     def length(self):
+        """Moves in the solution (None if none was found)."""
         return None if self.solution is None else len(self.solution)
 
     @property
     def moves(self):
+        """The solution in Singmaster notation (None if none was found)."""
         return None if self.solution is None else format_moves(self.solution)
 
     @property
     def generated(self):
+        """Nodes generated over all iterations."""
         return sum(i.generated for i in self.iterations)
 
     @property
     def expanded(self):
+        """Nodes expanded over all iterations."""
         return sum(i.expanded for i in self.iterations)
 
     @property
     def nodes_per_second(self):
+        """Generated nodes per second of search."""
         busy = sum(i.seconds for i in self.iterations)
         return self.generated / busy if busy > 0 else 0.0
 
     def to_dict(self):
+        """A JSON-ready dict of the result, with the derived fields."""
         d = asdict(self)
         d.update(length=self.length, moves=self.moves, generated=self.generated,
                  expanded=self.expanded, nodes_per_second=self.nodes_per_second,
@@ -192,6 +199,8 @@ def check_cube(cube):
 
 
 def check_limit(max_length):
+    """The move limit to search to: ``max_length``, or the search's maximum depth if None;
+    ValueError if out of range."""
     if max_length is None:
         return MAX_DEPTH
     if not isinstance(max_length, int) or not 0 <= max_length <= MAX_DEPTH:
