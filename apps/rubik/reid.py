@@ -75,10 +75,7 @@ def _flipslice_classes(sep, seo, sinv):
     cls = np.full(N_FLIP * N_SLICE, NO_CLASS, np.uint32)
     reps = np.empty(N_FLIP * N_SLICE // 8, np.int32)
     stab = np.empty(N_FLIP * N_SLICE // 8, np.uint16)
-    ep = np.empty(12, np.int64)
-    eo = np.empty(12, np.int64)
-    oep = np.empty(12, np.int64)
-    oeo = np.empty(12, np.int64)
+    ep, eo, oep, oeo = _edge_scratch()
     nc = 0
     for fs in range(N_FLIP * N_SLICE):
         if cls[fs] != NO_CLASS:
@@ -167,14 +164,18 @@ def _reid_level(tab, d, reps, stab, cls, flipm, slicem, twm, tconj, forward):
 
 
 @njit(cache=True)
+def _edge_scratch():
+    """Four int64 scratch arrays of 12 edges: permutation and orientation, in and out."""
+    return (np.empty(12, np.int64), np.empty(12, np.int64), np.empty(12, np.int64),
+            np.empty(12, np.int64))
+
+
+@njit(cache=True)
 def _slice_orbits(sep, seo, sinv):
     """Per slice position s: ``srep[s] = k << 4 | S1`` (conjugating by S1 takes s to the
     representative ``sreps[k]``) and ``sxor[s]``, the flip of that conjugate of the
     flip-0 cube. Returns (srep, sreps, sxor, number of orbits)."""
-    ep = np.empty(12, np.int64)
-    eo = np.empty(12, np.int64)
-    oep = np.empty(12, np.int64)
-    oeo = np.empty(12, np.int64)
+    ep, eo, oep, oeo = _edge_scratch()
     srep = np.full(N_SLICE, -1, np.int32)
     sreps = np.empty(N_SLICE, np.int64)
     sxor = np.zeros(N_SLICE, np.int32)
@@ -209,10 +210,7 @@ def _slice_orbits(sep, seo, sinv):
 def _flip_conjugation(sep, seo, sinv):
     """``fperm[S, flip]``: the linear part of conjugation by S on the flip coordinate (a
     cube with the solved slice, minus its flip-0 image)."""
-    ep = np.empty(12, np.int64)
-    eo = np.empty(12, np.int64)
-    oep = np.empty(12, np.int64)
-    oeo = np.empty(12, np.int64)
+    ep, eo, oep, oeo = _edge_scratch()
     fperm = np.empty((16, N_FLIP), np.int32)
     _slice_unrank(SLICE_SOLVED, ep)
     for s in range(16):
@@ -230,10 +228,7 @@ def _flip_conjugation(sep, seo, sinv):
 @njit(cache=True)
 def _route_mismatches(sep, seo, sinv, cls, srep, sreps, sxor, fperm, cls2):
     """How many (slice, flip) pairs the two-level route sends elsewhere than ``cls``."""
-    ep = np.empty(12, np.int64)
-    eo = np.empty(12, np.int64)
-    oep = np.empty(12, np.int64)
-    oeo = np.empty(12, np.int64)
+    ep, eo, oep, oeo = _edge_scratch()
     bad = 0
     for sl in range(N_SLICE):
         _slice_unrank(sl, ep)
