@@ -45,8 +45,8 @@ class Params:
     irrigated for that long: the joint cavity is held at ``irrigant_temp`` (saline at room
     temperature; the cavity ends the operation at 24.5 +- 1.0 C, "nearly equal" to the
     saline, Sanchez-Inchausti et al., Arthroscopy 21 (2005) 552, and at 24.6 +- 1.5 C in a
-    second series of 40 knees, KSSTA 1993 doi 10.1007/BF01466616), and t = 0 is the end of
-    the operation, when the device is put on."""
+    second series of 40 knees, Knee Surg Sports Traumatol Arthrosc, doi
+    10.1007/BF01466616), and t = 0 is the end of the operation, when the device is put on."""
     shape: tuple = (200, 160, 160)
     dx_mm: float = 1.0
     device: str = "gel"
