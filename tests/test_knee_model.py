@@ -223,3 +223,29 @@ def test_changing_the_pack_contact_during_a_run():
         wet.save("/nonexistent/ckpt.h5")
     with pytest.raises(UnstableTimeStep, match="new tissue properties"):
         plain.change_tissues({"skin.k": 50.0})
+
+
+def test_knee_benchmarks_keep_the_full_leg():
+    """benchmarks/knee_sensitivity.keep_leg widens a grid too narrow for a device (the
+    phantom would shrink the leg to make room, changing the anatomy with the device) to an
+    even size, and leaves wide enough grids and device-less runs alone."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "knee_sensitivity.py")
+    spec = importlib.util.spec_from_file_location("knee_sensitivity", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    grid = ["--dx", "2", "--shape", "100", "80", "80"]
+    for extra in ([], ["--thickness", "30"], ["--bandage", "2"], ["--thickness", "8"],
+                  ["--device", "cuff"]):
+        g = mod.keep_leg(grid, extra)
+        shape = tuple(int(n) for n in g[3:6])
+        kw = dict(thickness=float(extra[1])) if extra[:1] == ["--thickness"] else {}
+        kw.update(bandage=float(extra[1]) if extra[:1] == ["--bandage"] else 0.0)
+        if extra[:1] == ["--device"]:
+            kw["device"] = "cuff"
+        geo = Geometry(shape=shape, dx=2.0, length=120.0, **kw)
+        assert geo.outer_radius() == geo.radius, (extra, shape)
+        assert shape[1] % 2 == 0 and shape[1] >= 80 and shape[0] == 100
+    assert mod.keep_leg(grid, ["--thickness", "8"]) == grid        # fits already
+    assert mod.keep_leg(grid, ["--device", "none"]) == grid
