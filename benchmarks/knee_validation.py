@@ -27,10 +27,10 @@ Scenarios, set up from each study's methods as far as the model can express them
   against 32.2 C before), so the model runs the arthroscopy first (``--arthroscopy 45``:
   the cavity held at 24.5 C for 45 min, an assumed duration; 30 and 90 min are reported
   too) and measures from its end, as the studies did. The *difference* between treated and
-  untreated knees at 1 h does not depend on that start (to first order: the
-  equations are linear but for the perfusion's cold response), so it is the cleanest of
-  these targets; the drops themselves test how the model's knee rewarms after the
-  operation.
+  untreated knees at 1 h depends on that start only through the model's nonlinear parts
+  (the perfusion's cold response, the melting ice), so it is the cleanest of these
+  targets; the drops themselves test how the model's knee rewarms after the operation.
+  The model's dressing exists only under a device, so the untreated knees have none.
 
 Healthy knees under ice are the cleanest setting (a steady start, no dressing, no
 irrigation) and Warren's is the only full time course, so the strength of the cold
@@ -99,8 +99,9 @@ STUDIES = {
                                         {"suprapatellar_pouch@60": (3.9, None, None)}),
 }
 
-#: treated minus untreated knees of one study, at one target: name -> (treated study,
-#: untreated study, target, (measured difference C, spread low, spread high))
+#: treated minus untreated knees of one study, at one target, as the study reports it
+#: (Martin 2002's abstract: 6 C "at 1 hour"; Martin 2001: 7.1 C at 60 min): name ->
+#: (treated study, untreated study, target, (measured difference C, spread low, high))
 DIFFERENCES = {
     "Martin 2002 ice minus no ice (post-op)": (
         "Martin 2002 ice (post-op)", "Martin 2002 no ice (post-op)", "suprapatellar_pouch@60",

@@ -159,9 +159,10 @@ def test_default_couplings_are_the_validation_fit():
 
 def test_arthroscopy_cools_around_the_cavity_and_the_knee_rewarms_after_it():
     """The irrigated cavity sits at the saline's temperature; the tissues around it cool by
-    conduction, never below the saline nor above their uncooled state (a maximum principle
-    of the heat equation), the joint more than the skin; after the operation, with no
-    device, the pouch rewarms monotonically towards its uncooled state."""
+    conduction, never below the coldest boundary (saline or room air) nor above their
+    uncooled state (a maximum principle of the heat equation), the joint more than the
+    skin; after the operation, with no device, the pouch rewarms monotonically towards its
+    uncooled state. The operation comes before the cooling, once."""
     kw = dict(shape=(30, 44, 42), length_mm=20.0, device="none", steady_tol=1e-8,
               irrigant_temp=24.5)
     runs = {}
@@ -178,14 +179,15 @@ def test_arthroscopy_cools_around_the_cavity_and_the_knee_rewarms_after_it():
                                            "cortical_bone", "cancellous_bone")])
     assert np.all(T[tid == ID["synovial_fluid"]] == 24.5)
     assert np.all(T[tissue] <= T_steady[tissue] + 1e-9)
-    assert np.all(T[tissue] >= 24.5 - 1e-9)
+    assert np.all(T[tissue] >= min(24.5, irrigated.p.ambient) - 1e-9)
     before, after = warm.probe(), irrigated.probe()
-    assert after["suprapatellar_pouch"] == 24.5
     assert before["joint_anterior"] - after["joint_anterior"] > 1.0
     assert (before["skin_anterior"] - after["skin_anterior"]
             < before["joint_anterior"] - after["joint_anterior"])
     irrigated.start_cooling()
     assert irrigated.t0_values["suprapatellar_pouch"] == 24.5   # t = 0: the operation's end
+    with pytest.raises(ConfigurationError, match="before start_cooling"):
+        irrigated.irrigate()
     irrigated.run(minutes=10, history_every=30)
     rise = np.array(irrigated.history["suprapatellar_pouch"])
     assert np.all(np.diff(rise) >= -1e-9) and rise[-1] > 24.5 + 1.0
@@ -223,6 +225,11 @@ def test_changing_the_pack_contact_during_a_run():
         wet.save("/nonexistent/ckpt.h5")
     with pytest.raises(UnstableTimeStep, match="new tissue properties"):
         plain.change_tissues({"skin.k": 50.0})
+    assert not plain.changed and plain.solver.tab is plain.tab      # nothing changed
+    fresh = KneeRun(MPI.COMM_SELF, Params(shape=(30, 44, 42), length_mm=20.0,
+                                          thickness_mm=6.0), balance=False, log=lambda *a: None)
+    with pytest.raises(ConfigurationError, match="started run"):
+        fresh.change_tissues({"ice.contact": 0.0})
 
 
 def test_knee_benchmarks_keep_the_full_leg():

@@ -246,8 +246,9 @@ def _run(args, comm) -> int:
     geo = run.geo
     if geo.outer_radius() < geo.radius:
         log(f"note: the leg's radius is {geo.outer_radius():g} mm, not {geo.radius:g}: the "
-            f"grid's cross-section leaves no more room inside the device; widen --shape to "
-            f"keep the full leg")
+            f"grid's cross-section is too narrow for the full leg"
+            + (" and the device around it" if geo.device != "none" else "")
+            + "; widen --shape to keep it")
     snaps = None
     if args.snapshot_every > 0:
         d = run.p.dx_mm * 1e-3

@@ -174,8 +174,12 @@ class KneeRun:
         """The arthroscopy, if ``arthroscopy_min`` > 0: from the steady state, the joint
         cavity (every synovial-fluid voxel: joint space and pouch) is held at
         ``irrigant_temp`` for that many minutes, as the flowing saline holds it, while the
-        tissues around it cool by conduction and their perfusion responds. No device yet."""
+        tissues around it cool by conduction and their perfusion responds. No device yet
+        (a dressing, ``bandage_mm``, is already there, as in the steady state). Its time
+        step is 0.9 x its own stability limit (``dt`` applies to the cooling)."""
         p = self.p
+        if self.solver is not None:
+            raise ConfigurationError("irrigate() comes before start_cooling(), once")
         if p.arthroscopy_min <= 0:
             return
         t0 = time.perf_counter()
@@ -209,8 +213,10 @@ class KneeRun:
     def change_tissues(self, overrides: dict) -> None:
         """From now on, step with these tissue overrides on top of the run's own
         (``{"ice.contact": 0.0}``: e.g. a bag's contact improving as meltwater fills its
-        air gaps). Collective. Not recorded in checkpoints, so a run that changed its
-        tissues refuses to save one."""
+        air gaps); a later call starts again from the run's own overrides. Collective. Not
+        recorded in checkpoints, so a run that changed its tissues refuses to save one."""
+        if self.solver is None:
+            raise ConfigurationError("change_tissues() needs a started run (start_cooling)")
         merged = dict(self.p.overrides, **overrides)
         tissues = tissue_table(dict({"air.h": self.p.h_air}, **merged))
         tab = Tables(tissues, self.p.dx_mm * 1e-3, t_arterial=self.p.t_arterial)
