@@ -134,7 +134,7 @@ def main(argv=None):
               + f"   skin at 90: {cases[name]['skin_drop_90']:.1f}", flush=True)
     d = {"command": "python benchmarks/knee_plateau.py " + " ".join(argv or sys.argv[1:]),
          "machine": {"host": platform.node(), "cpus": os.cpu_count()},
-         "grid": grid, "point": POINT, "warren": WARREN, "cases": cases,
+         "grid": keep_leg(grid, []), "point": POINT, "warren": WARREN, "cases": cases,
          "seconds": time.time() - t_start}
     with open(os.path.join(RESULTS, "knee_plateau.json"), "w") as fh:
         json.dump(d, fh, indent=1)

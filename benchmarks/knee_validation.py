@@ -61,7 +61,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, os.path.dirname(HERE))
 
-from knee_sensitivity import run_summary  # noqa: E402
+from knee_sensitivity import keep_leg, run_summary  # noqa: E402
 
 #: the arthroscopy's duration (min), an assumption (the abstracts do not give it); the
 #: post-operative targets are also reported at the ARTHROSCOPY_RANGE ends
@@ -278,7 +278,7 @@ def main(argv=None):
     held = [r for r in table if not r["fit"]]
     d = {"command": "python benchmarks/knee_validation.py " + " ".join(argv or sys.argv[1:]),
          "machine": {"host": platform.node(), "cpus": os.cpu_count()},
-         "grid": grid, "sweeps": a.sweeps,
+         "grid": keep_leg(grid, []), "sweeps": a.sweeps,
          "fits": [{"parameter": n, "fitted_on": on, "value": fitted[n],
                    "scores_per_sweep": [sw[n] for sw in sweeps]} for n, _, on in FITS],
          "fitted": fitted, "table": table,
