@@ -162,7 +162,7 @@ def test_arthroscopy_cools_around_the_cavity_and_the_knee_rewarms_after_it():
     conduction, never below the coldest boundary (saline or room air) nor above their
     uncooled state (a maximum principle of the heat equation), the joint more than the
     skin; after the operation, with no device, the pouch rewarms monotonically towards its
-    uncooled state. The operation comes before the cooling, once."""
+    uncooled state. The operation comes before the cooling."""
     kw = dict(shape=(30, 44, 42), length_mm=20.0, device="none", steady_tol=1e-8,
               irrigant_temp=24.5)
     runs = {}

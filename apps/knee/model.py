@@ -179,7 +179,7 @@ class KneeRun:
         step is 0.9 x its own stability limit (``dt`` applies to the cooling)."""
         p = self.p
         if self.solver is not None:
-            raise ConfigurationError("irrigate() comes before start_cooling(), once")
+            raise ConfigurationError("irrigate() comes before start_cooling()")
         if p.arthroscopy_min <= 0:
             return
         t0 = time.perf_counter()
