@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, os.path.dirname(HERE))
 
-from knee_sensitivity import keep_leg, run_summary  # noqa: E402
+from knee_sensitivity import add_grid_options, grid_of, keep_leg, run_summary  # noqa: E402
 
 POINT = "suprapatellar_pouch"
 WARREN = {30: 3.3, 60: 12.8, 90: 15.2}
@@ -110,10 +110,9 @@ def plot(d):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dx", default="2")
-    ap.add_argument("--shape", nargs=3, default=["100", "80", "80"])
+    add_grid_options(ap)
     a = ap.parse_args(argv)
-    grid = ["--dx", a.dx, "--shape", *a.shape]
+    grid = grid_of(a)
     t_start = time.time()
     cases = {}
     wetting = (f"bag wets at {WETTING[2]:g} min (contact {WETTING[0]:g} -> {WETTING[1]:g})",

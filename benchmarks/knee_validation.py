@@ -61,7 +61,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, os.path.dirname(HERE))
 
-from knee_sensitivity import keep_leg, run_summary  # noqa: E402
+from knee_sensitivity import (add_grid_options, grid_of, keep_leg,  # noqa: E402
+                              run_summary)
 
 #: the arthroscopy's duration (min), an assumption (the abstracts do not give it); the
 #: post-operative targets are also reported at the ARTHROSCOPY_RANGE ends
@@ -229,12 +230,11 @@ def plot(d):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dx", default="2")
-    ap.add_argument("--shape", nargs=3, default=["100", "80", "80"])
+    add_grid_options(ap)
     ap.add_argument("--sweeps", type=int, default=2,
                     help="rounds of the one-parameter fits (default 2)")
     a = ap.parse_args(argv)
-    grid = ["--dx", a.dx, "--shape", *a.shape]
+    grid = grid_of(a)
     t0 = time.time()
     fitted = {name: cands[0] for name, cands, _ in FITS}
     fit_targets = {t for _, _, on in FITS for t in on}
