@@ -3,7 +3,7 @@
     python benchmarks/rubik_speedup.py [--seeds 0-19 | --positions superflip,...]
                                        [--heuristic huge] [--order serial]
                                        [--split adaptive] [--compare largest:2] [--no-inverse]
-                                       [--no-steal]
+                                       [--no-steal] [--table-memory auto]
 
 For every cube ``Cube.random(seed)`` (seeds fixed here; or a symmetric position named in
 ``rubik_symmetry.POSITIONS`` with ``--positions``) the solve runs on pyfw.farm with
@@ -12,8 +12,10 @@ with ``--compare``, every configuration's launches of a cube together) so that t
 machine's drift hits both alike; tables are loaded and the JIT is warm before
 the clock starts. Reported per cube: solve seconds, nodes generated, and the 2-vs-1 speedup
 and nodes ratio; over all cubes: median and geometric mean speedup, the worst cube.
-``--compare ORDER:SPLIT[:DEPTH][:nosteal]`` runs a second configuration the same way (e.g.
-the previous defaults, ``largest:2`` or ``serial:adaptive:nosteal``). Writes
+``--compare ORDER:SPLIT[:DEPTH][:nosteal][:shared|private|auto]`` runs a second
+configuration the same way (e.g. the previous defaults, ``largest:2``,
+``serial:adaptive:nosteal``, or the workers' tables in the shared page-cache mapping,
+``serial:adaptive:shared``). Writes
 ``benchmarks/results/rubik_speedup.json`` and ``.png``.
 """
 from __future__ import annotations
@@ -59,12 +61,13 @@ def _split(text):
     return text if text == "adaptive" else int(text)
 
 
-def mpi_solve(heuristic, seed, order, split, depth, inverse=True, steal=True):
+def mpi_solve(heuristic, seed, order, split, depth, inverse=True, steal=True,
+              memory="auto"):
     """Under mpiexec: one warm solve of ``cube_of(seed)``; rank 0 prints a RESULT line."""
     from apps.rubik import Heuristic
     from apps.rubik.parallel import preload, solve_parallel
     from pyfw.farm import Farm
-    with Farm(None, setup=preload, setup_args=(heuristic, None, None, inverse),
+    with Farm(None, setup=preload, setup_args=(heuristic, None, None, inverse, memory),
               pipeline_depth=depth) as farm:
         if farm.is_master:
             h = Heuristic(heuristic, progress=False, inverse=inverse)
@@ -77,14 +80,16 @@ def mpi_solve(heuristic, seed, order, split, depth, inverse=True, steal=True):
             print("RESULT " + json.dumps({
                 "seed": seed, "seconds": dt, "length": r.length, "generated": r.generated,
                 "workers": farm.num_workers, "order": order, "split": split, "depth": depth,
-                "inverse": inverse, "steal": steal,
+                "inverse": inverse, "steal": steal, "table_memory": memory,
+                "worker_tables": sorted({w.get("tables", "") for w in r.workers.values()}),
                 "last_bound_nodes": r.iterations[-1].generated}), flush=True)
 
 
-def launch(ranks, heuristic, seed, order, split, depth, timeout, inverse=True, steal=True):
+def launch(ranks, heuristic, seed, order, split, depth, timeout, inverse=True, steal=True,
+           memory="auto"):
     cmd = ["pyfw-run", "-n", str(ranks), "--timeout", str(timeout), "--", sys.executable,
            os.path.abspath(__file__), "--mpi", str(seed), "--heuristic", heuristic,
-           "--order", order, "--split", str(split)]
+           "--order", order, "--split", str(split), "--table-memory", memory]
     if depth:
         cmd += ["--pipeline-depth", str(depth)]
     if not inverse:
@@ -123,7 +128,7 @@ def run_configs(seeds, heuristic, configs, timeout):
     for seed in seeds:
         for res in results:
             args = (heuristic, seed, res["order"], res["split"], res["pipeline_depth"], timeout,
-                    res["inverse"], res["steal"])
+                    res["inverse"], res["steal"], res.get("table_memory", "auto"))
             one, two = launch(2, *args), launch(3, *args)
             assert one["length"] == two["length"], (one, two)
             c = {"seed": seed, "length": one["length"], "one": one, "two": two,
@@ -131,7 +136,8 @@ def run_configs(seeds, heuristic, configs, timeout):
                  "nodes_ratio": two["generated"] / one["generated"]}
             res["cubes"].append(c)
             print(f"{res['order']}/{res['split']}/{res['pipeline_depth']}/"
-                  f"{'steal' if res['steal'] else 'no steal'} seed {seed}: {c['length']} moves, "
+                  f"{'steal' if res['steal'] else 'no steal'}/{res['table_memory']} tables "
+                  f"seed {seed}: {c['length']} moves, "
                   f"1 worker {one['seconds']:.2f} s ({one['generated'] / 1e6:.0f} M nodes), "
                   f"2 workers {two['seconds']:.2f} s ({two['generated'] / 1e6:.0f} M): "
                   f"{c['speedup']:.2f}x, nodes x{c['nodes_ratio']:.2f}", flush=True)
@@ -149,7 +155,8 @@ def plot(configs, path):
         xs = [i + 0.2 * k for i in range(len(cfg["cubes"]))]
         ax.bar(xs, [c["speedup"] for c in cfg["cubes"]], width=0.2 if len(configs) > 1 else 0.6,
                label=f"order={cfg['order']}, split={cfg['split']}"
-                     f"{'' if cfg.get('steal', False) else ', no stealing'} "
+                     f"{'' if cfg.get('steal', False) else ', no stealing'}"
+                     f"{', tables ' + cfg['table_memory'] if 'table_memory' in cfg else ''} "
                      f"(geo-mean {cfg['summary']['geomean_speedup']:.2f}x)")
     ax.axhline(2, c="k", lw=0.8, ls=":")
     ax.axhline(1.3, c="r", lw=0.8, ls=":")
@@ -175,13 +182,15 @@ def main(argv=None):
     ap.add_argument("--split", type=_split, default="adaptive")
     ap.add_argument("--pipeline-depth", type=int, default=None,
                     help="chunks in flight per worker (default: the farm's automatic depth)")
-    ap.add_argument("--compare", default=None, metavar="ORDER:SPLIT[:DEPTH][:nosteal]",
+    ap.add_argument("--compare", default=None, metavar="ORDER:SPLIT[:DEPTH][:nosteal][:MEMORY]",
                     help="a second configuration, e.g. serial:adaptive:nosteal")
     ap.add_argument("--no-steal", dest="steal", action="store_false",
                     help="no stealing: every piece runs to its end (the default before it)")
     ap.add_argument("--no-inverse", dest="inverse", action="store_false",
                     help="look the tables up on the position only (the heuristic before the "
                          "inverse lookups)")
+    ap.add_argument("--table-memory", choices=("auto", "private", "shared"), default="auto",
+                    help="where the workers keep their tables (apps.rubik --table-memory)")
     ap.add_argument("--timeout", type=float, default=900.0, help="per launch, seconds")
     ap.add_argument("--out", default=os.path.join(RESULTS, "rubik_speedup"))
     ap.add_argument("--mpi", type=lambda x: int(x) if x.isdigit() else x, default=None,
@@ -189,21 +198,23 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.mpi is not None:
         return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth, a.inverse,
-                         a.steal)
+                         a.steal, a.table_memory)
     seeds = a.positions.split(",") if a.positions else seed_range(a.seeds)
     t0 = time.time()
     wanted = [{"order": a.order, "split": a.split, "pipeline_depth": a.pipeline_depth,
-               "inverse": a.inverse, "steal": a.steal}]
+               "inverse": a.inverse, "steal": a.steal, "table_memory": a.table_memory}]
     if a.compare:
         order, split, *more = a.compare.split(":")
+        memories = [x for x in more if x in ("auto", "private", "shared")]
         wanted.append({"order": order, "split": _split(split),
-                       "pipeline_depth": next((int(x) for x in more if x != "nosteal"), None),
-                       "inverse": a.inverse, "steal": "nosteal" not in more})
+                       "pipeline_depth": next((int(x) for x in more if x.isdigit()), None),
+                       "inverse": a.inverse, "steal": "nosteal" not in more,
+                       "table_memory": memories[0] if memories else a.table_memory})
     configs = run_configs(seeds, a.heuristic, wanted, a.timeout)
     for cfg in configs:
         s = cfg["summary"]
         print(f"order={cfg['order']} split={cfg['split']} depth={cfg['pipeline_depth']} "
-              f"steal={cfg['steal']}: geo-mean {s['geomean_speedup']:.2f}x, "
+              f"steal={cfg['steal']} tables={cfg['table_memory']}: geo-mean {s['geomean_speedup']:.2f}x, "
               f"median {s['median_speedup']:.2f}x, worst {s['min_speedup']:.2f}x (seed "
               f"{s['worst_seed']}), {s['below_1_3']} below 1.3x, median nodes ratio "
               f"{s['median_nodes_ratio']:.2f}, median 2-worker solve "

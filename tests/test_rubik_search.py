@@ -188,6 +188,21 @@ def _lazy_equals_full(h):
         assert s.stats[2] <= per_node * s.generated      # never more than that per node
 
 
+def test_a_private_table_copy_searches_exactly_as_the_shared_mapping():
+    h = naive.heuristic("phase1")
+    hp = copy.copy(h)
+    hp.tables, hp.status = copy.copy(h.tables), dict(h.status)
+    hp._go_private([(hp.tables, "table")])
+    assert hp.memory == "private" and "private copy" in hp.status["memory"]
+    assert not np.shares_memory(hp.tables.table, h.tables.table)
+    for seq in _scrambles(3, 9, 11, seed=5):
+        cube = Cube.from_moves(seq)
+        r, rp = Solver(tables=h).solve(cube), Solver(tables=hp).solve(cube)
+        assert rp.solution == r.solution and rp.table_memory.startswith("private")
+        assert [(i.bound, i.generated, i.expanded) for i in rp.iterations] == \
+            [(i.bound, i.generated, i.expanded) for i in r.iterations]
+
+
 def test_resumed_slices_give_the_same_counts_and_solution():
     h = naive.heuristic("phase1")
     cube = Cube.from_moves("R2 U' F' D2 R F2 L' B")

@@ -357,6 +357,29 @@ def test_first_run_picks_a_heuristic_that_fits_the_memory(tmp_path, monkeypatch)
     assert choose_heuristic(None, str(tmp_path), said.append) == "huge" and len(said) == n
 
 
+def test_a_private_table_copy_holds_the_same_bytes_in_its_own_memory():
+    from apps.rubik.cache import private_copy
+    src = np.arange(5 << 20, dtype=np.uint32).view(np.uint8)       # 20 MB, no two pages alike
+    copy, advised = private_copy(src)
+    assert np.array_equal(copy, src) and not np.shares_memory(copy, src)
+    assert not copy.flags.writeable and isinstance(advised, bool)
+    assert private_copy(src[:0])[0].size == 0
+
+
+def test_table_memory_auto_takes_a_private_copy_only_where_one_per_process_fits(monkeypatch):
+    from apps.rubik.solver import table_memory
+    monkeypatch.setenv("PYFW_RUBIK_MEM_AVAILABLE", str(8e9))
+    assert table_memory("auto", 1.67e9, processes=2)           # 3.3 of 8 GB
+    assert not table_memory("auto", 1.67e9, processes=3)       # 5.0 of 8 GB: over half
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")      # mpiexec's count on this node
+    assert table_memory("auto", 1.67e9)
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4")
+    assert not table_memory("auto", 1.67e9)
+    assert table_memory("private", 1e12) and not table_memory("shared", 1)
+    with pytest.raises(ValueError, match="table memory"):
+        table_memory("hugetlbfs", 1)
+
+
 def test_table_progress_prints_lines_when_stderr_is_not_a_terminal():
     import io
 

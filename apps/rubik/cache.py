@@ -11,10 +11,15 @@ shares it between them).
 
 The directory is ``cache_dir`` if given, else ``$PYFW_RUBIK_CACHE``, else
 ``~/.cache/pyfw/rubik``.
+
+A process that probes a large table at random all the time (a search worker) can instead
+take a :func:`private_copy` in 2 MB pages: every probe of a 4 KB-paged table the size of the
+huge one also misses the TLB, and the page walk costs about as much as the load itself.
 """
 import fcntl
 import hashlib
 import json
+import mmap
 import os
 import sys
 import time
@@ -40,6 +45,46 @@ def digest(buf):
     for i in range(0, len(mv), step):
         h.update(mv[i:i + step])
     return h.hexdigest()
+
+
+def private_copy(arr):
+    """``(copy, advised)``: a copy of the uint8 table ``arr`` in this process's own anonymous
+    memory, advised for transparent huge pages (2 MB) where the system allows it.
+
+    Independent random probes of the 1.67 GB huge table take 38 ns in 2 MB pages against
+    85 ns in the shared 4 KB page-cache mapping (on this project's 2-core VM: the page walk
+    of a TLB miss costs about as much as the load). The price is one copy per process
+    instead of one per node. ``advised`` is False where ``madvise`` is unavailable or
+    refused (the copy then has ordinary pages)."""
+    n = int(arr.nbytes)
+    buf = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    advised = False
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            buf.madvise(mmap.MADV_HUGEPAGE)   # before the first touch: faults take 2 MB pages
+            advised = True
+        except OSError:
+            pass
+    out = np.frombuffer(buf, np.uint8, count=n)   # keeps ``buf`` alive
+    step = 1 << 26
+    flat = arr.reshape(-1)
+    for i in range(0, n, step):
+        out[i:i + step] = flat[i:i + step]
+    out.flags.writeable = False
+    return out, advised
+
+
+def huge_page_bytes():
+    """Bytes of this process's anonymous memory in transparent huge pages (Linux
+    ``/proc/self/smaps_rollup``), or None where that is not available."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("AnonHugePages:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 class Progress:

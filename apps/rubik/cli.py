@@ -12,8 +12,8 @@ import time
 
 from .cube import Cube, InvalidCubeError, format_moves
 from .search import MAX_DEPTH
-from .solver import (DEFAULT_HEURISTIC, HEURISTICS, SMALL_HEURISTIC, Heuristic, Solver,
-                     check_cube, choose_heuristic)
+from .solver import (DEFAULT_HEURISTIC, HEURISTICS, SMALL_HEURISTIC, TABLE_MEMORY, Heuristic,
+                     Solver, check_cube, choose_heuristic)
 
 
 def parser():
@@ -55,6 +55,12 @@ def parser():
                    help="search every subtree of a symmetric position (default: subtrees "
                         "that a symmetry of the position maps onto another are searched "
                         "once; this is for comparisons)")
+    p.add_argument("--table-memory", choices=TABLE_MEMORY, default="auto",
+                   help="where each searching process keeps the tables: a private copy in "
+                        "2 MB pages (about twice as fast per probe, one copy per process), "
+                        "the node's shared page cache (one copy per node), or auto: private "
+                        "where one copy per process on the node takes at most half of the "
+                        "free memory (default auto)")
     p.add_argument("--cache-dir", help="table cache directory (default $PYFW_RUBIK_CACHE or "
                                        "~/.cache/pyfw/rubik)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -98,11 +104,13 @@ def _report(cube, res, args, out):
                 print(f"  {format_moves(s)}", file=out)
     else:
         print(f"no solution with at most {res.lower_bound - 1} moves (proven)", file=out)
+    if res.table_memory:
+        print(f"tables    {res.table_memory}", file=out)
     print(f"nodes     {res.generated:,} generated, {res.expanded:,} expanded, "
           f"{res.nodes_per_second / 1e6:.2f} M nodes/s, {res.seconds:.2f} s", file=out)
     for rank, w in res.workers.items():
         print(f"  worker {rank}: {w['tasks']} tasks, {w['generated']:,} nodes, "
-              f"{w['seconds']:.2f} s busy", file=out)
+              f"{w['seconds']:.2f} s busy, {w.get('tables') or 'shared'} tables", file=out)
 
 
 def _log(msg):
@@ -175,7 +183,8 @@ def main(argv=None, out=None):
     size = comm.size
     if size == 1 or args.serial:
         tables = Heuristic(args.heuristic, args.cache_dir, progress=True,
-                           max_depth=args.table_depth, log=_log, inverse=args.inverse)
+                           max_depth=args.table_depth, log=_log, inverse=args.inverse,
+                           memory=args.table_memory)
         t0 = time.perf_counter()
         with beat:
             res = Solver(tables=tables).solve(cube, max_length=args.prove_depth,
@@ -187,7 +196,7 @@ def main(argv=None, out=None):
     from .parallel import preload, solve_parallel
     with Farm(None, setup=preload,
               setup_args=(args.heuristic, args.cache_dir, args.table_depth,
-                          args.inverse)) as farm:
+                          args.inverse, args.table_memory)) as farm:
         if farm.is_master:
             tables = Heuristic(args.heuristic, args.cache_dir, progress=True,
                                max_depth=args.table_depth, log=_log, inverse=args.inverse)

@@ -46,20 +46,25 @@ SPLIT_PIECES = 64           # adaptive split: no piece above 1/max(64, 8 * worke
 ORDERS = ("serial", "largest")
 
 
-def _load(name, cache_dir, max_depth, inverse=True):
-    return Heuristic(name, cache_dir, progress=False, max_depth=max_depth, inverse=inverse)
+def _load(name, cache_dir, max_depth, inverse=True, memory="auto"):
+    return Heuristic(name, cache_dir, progress=False, max_depth=max_depth, inverse=inverse,
+                     memory=memory)
 
 
-def _tables(ctx, name, cache_dir, max_depth, inverse=True):
-    """This worker's tables, loaded (memory-mapped) once and cached in its context."""
+def _tables(ctx, name, cache_dir, max_depth, inverse=True, memory="auto"):
+    """This worker's tables, loaded once and cached in its context (where they live,
+    ``memory``, is decided by the first load: see :func:`~.solver.table_memory`)."""
     return ctx.resource(f"rubik:{name}:{cache_dir}:{max_depth}:{inverse}", _load, name,
-                        cache_dir, max_depth, inverse)
+                        cache_dir, max_depth, inverse, memory)
 
 
-def preload(ctx, heuristic=DEFAULT_HEURISTIC, cache_dir=None, max_depth=None, inverse=True):
+def preload(ctx, heuristic=DEFAULT_HEURISTIC, cache_dir=None, max_depth=None, inverse=True,
+            memory="auto"):
     """Farm ``setup`` function: load the tables when the worker starts, while the master
-    loads its own, instead of inside the first round."""
-    _tables(ctx, heuristic, cache_dir, max_depth, inverse)
+    loads its own, instead of inside the first round. ``memory``: "auto" (a private copy
+    in 2 MB pages where the node's memory allows one per process), "private" or "shared"
+    (see :func:`~.solver.table_memory`)."""
+    _tables(ctx, heuristic, cache_dir, max_depth, inverse, memory)
 
 
 class SubtreeTask(Task):
@@ -128,7 +133,7 @@ def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NOD
         gen, exp = gen + t.generated, exp + t.expanded
     return {"prefix": list(prefix), "generated": gen, "expanded": exp,
             "solutions": sols, "seconds": time.perf_counter() - t0, "rank": rank,
-            "rest": rest}
+            "rest": rest, "memory": h.memory}
 
 
 def _check_split_order(split, order):
@@ -334,6 +339,7 @@ class _Search:
         w["tasks"] += 1
         w["generated"] += r["generated"]
         w["seconds"] += r["seconds"]
+        w["tables"] = r.get("memory", "")
 
     def _search_here(self, prefix, bound):
         return search_subtree(self.h, self.cube, prefix, bound, self.all_solutions,

@@ -9,6 +9,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 
+from .cache import huge_page_bytes, private_copy
 from .cube import Cube, InvalidCubeError, format_moves
 from .frontier import Frontier
 from .huge import HugeTables
@@ -31,6 +32,15 @@ DEFAULT_HEURISTIC = "huge"
 HUGE_BUILD_MEMORY, HUGE_BUILD_SECONDS, HUGE_DISK = 5.2e9, 100, 1.67e9
 #: the table used instead where the huge one cannot be built (70 MB, ~8 s)
 SMALL_HEURISTIC = "phase1"
+
+#: where a process keeps its tables (see :func:`table_memory`)
+TABLE_MEMORY = ("auto", "private", "shared")
+#: tables smaller than this stay in the shared mapping (they mostly sit in the caches)
+PRIVATE_MIN_BYTES = 16 << 20
+
+
+#: the attributes of the table objects that hold big lookup arrays
+_TABLE_ARRAYS = ("table", "corners", "edges_a", "edges_b")
 
 
 def available_memory() -> float | None:
@@ -75,17 +85,46 @@ def choose_heuristic(requested=None, cache_dir=None, log=None) -> str:
     return DEFAULT_HEURISTIC
 
 
+def local_processes() -> int:
+    """Processes of this job on this node (Open MPI's ``OMPI_COMM_WORLD_LOCAL_SIZE``;
+    1 outside mpiexec)."""
+    try:
+        return max(1, int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def table_memory(memory, nbytes, processes=None) -> bool:
+    """Whether a process should search from a private copy of ``nbytes`` of tables
+    (:func:`~.cache.private_copy`, 2 MB pages: about twice as fast per probe) rather than
+    the node's shared page-cache mapping. ``memory``: "private", "shared", or "auto":
+    private if ``processes`` such copies (default: this job's processes on the node) take
+    at most half the memory available now."""
+    if memory not in TABLE_MEMORY:
+        raise ValueError(f"table memory must be one of {', '.join(TABLE_MEMORY)}, "
+                         f"got {memory!r}")
+    if memory != "auto":
+        return memory == "private"
+    mem = available_memory()
+    procs = local_processes() if processes is None else processes
+    return mem is not None and procs * nbytes <= 0.5 * mem
+
+
 class Heuristic:
     """The tables of one heuristic, loaded once; makes subtree searches."""
 
     def __init__(self, name=DEFAULT_HEURISTIC, cache_dir=None, progress=True, max_depth=None,
-                 log=None, cached_only=False, inverse=True):
+                 log=None, cached_only=False, inverse=True, memory="shared"):
         """``max_depth``: truncated tables built in memory (tests); ``cached_only``: raise
         LookupError instead of building a table that is not cached; ``inverse``: look the
         phase-1 tables up on the inverse position too (see :mod:`.inverse`; Korf's
-        tables ignore it)."""
+        tables ignore it); ``memory``: where the tables live (:func:`table_memory`;
+        "shared" suits a process that probes little, such as a farm's master)."""
         if name not in HEURISTICS:
             raise ValueError(f"unknown heuristic {name!r}; choose from {', '.join(HEURISTICS)}")
+        if memory not in TABLE_MEMORY:
+            raise ValueError(f"table memory must be one of {', '.join(TABLE_MEMORY)}, "
+                             f"got {memory!r}")
         self.name = name
         self.inverse = bool(inverse) and name != "korf"
         kw = dict(directory=cache_dir, progress=progress, max_depth=max_depth, log=log,
@@ -102,6 +141,27 @@ class Heuristic:
         self.status = dict(self.tables.status)
         if self.corners is not None:
             self.status.update(self.corners.status)
+        self.memory = "shared"
+        big = [(t, a) for t in (self.tables, self.corners) if t is not None
+               for a in _TABLE_ARRAYS if getattr(t, a, None) is not None
+               and getattr(t, a).nbytes >= PRIVATE_MIN_BYTES]
+        if big and table_memory(memory, sum(getattr(t, a).nbytes for t, a in big)):
+            self._go_private(big)
+
+    def _go_private(self, big):
+        before = huge_page_bytes()
+        advised = True
+        for owner, attr in big:
+            copy, ok = private_copy(getattr(owner, attr))
+            setattr(owner, attr, copy)
+            advised = advised and ok
+        after = huge_page_bytes()
+        self.memory = "private"
+        total = sum(getattr(t, a).nbytes for t, a in big)
+        note = (f"in 2 MB pages: {(after - before) / 1e9:.2f} of {total / 1e9:.2f} GB"
+                if advised and before is not None and after is not None
+                else "huge pages unavailable, 4 KB pages")
+        self.status["memory"] = f"private copy ({note})"
 
     def h(self, cube):
         """Lower bound on the distance of ``cube`` from solved."""
@@ -141,7 +201,8 @@ class Iteration:
 class SolveResult:
     """What a solve found. ``solution`` is None when no solution of length <= the limit
     exists (then ``lower_bound`` = limit + 1 is proven). ``symmetries``: the order of the
-    position's symmetry group the search pruned with (1: none)."""
+    position's symmetry group the search pruned with (1: none). ``table_memory``: where
+    the serial search's tables lived (a farm's workers report theirs in ``workers``)."""
     solution: list
     solutions: list
     lower_bound: int
@@ -150,6 +211,7 @@ class SolveResult:
     heuristic: str = DEFAULT_HEURISTIC
     workers: dict = field(default_factory=dict)
     symmetries: int = 1
+    table_memory: str = ""
 
     @property
     def length(self):
@@ -213,13 +275,15 @@ class Solver:
 
     ``heuristic``: one of :data:`HEURISTICS`; ``cache_dir``: table cache directory;
     ``tables``: an already loaded :class:`Heuristic` (shares tables between solvers);
-    ``inverse``: see :class:`Heuristic` (ignored with ``tables``).
+    ``inverse``, ``memory``: see :class:`Heuristic` (ignored with ``tables``; by default
+    the tables go into a private copy in 2 MB pages where the memory allows,
+    :func:`table_memory`).
     """
 
     def __init__(self, heuristic=DEFAULT_HEURISTIC, cache_dir=None, progress=True, tables=None,
-                 inverse=True):
-        self.heuristic = tables if tables is not None else Heuristic(heuristic, cache_dir, progress,
-                                                                     inverse=inverse)
+                 inverse=True, memory="auto"):
+        self.heuristic = tables if tables is not None else Heuristic(
+            heuristic, cache_dir, progress, inverse=inverse, memory=memory)
 
     def solve(self, cube, max_length=None, all_solutions=False, budget=1 << 22, cancelled=None,
               on_iteration=None, symmetry=True):
@@ -232,7 +296,8 @@ class Solver:
         cube = check_cube(cube)
         limit = check_limit(max_length)
         t0 = time.perf_counter()
-        res = SolveResult(None, [], 0, heuristic=self.heuristic.name)
+        res = SolveResult(None, [], 0, heuristic=self.heuristic.name,
+                          table_memory=self.heuristic.status.get("memory", "shared mapping"))
         bound = self.heuristic.h(cube)
         res.lower_bound = bound
         # a symmetric position: only subtrees no symmetry makes equivalent to an earlier one
