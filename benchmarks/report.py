@@ -14,6 +14,7 @@ import argparse
 import glob
 import json
 import os
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,6 +54,12 @@ def _mm(stat, scale=1.0):
         return _g(stat)
     return (f"{_g(stat['median'] * scale)} [{_g(stat['min'] * scale)}–"
             f"{_g(stat['max'] * scale)}]")
+
+
+def _stats(xs):
+    """{median, min, max} of a sequence."""
+    xs = sorted(xs)
+    return {"median": statistics.median(xs), "min": xs[0], "max": xs[-1]}
 
 
 def _table(header, rows):
@@ -276,6 +283,8 @@ def rubik_speedup(d):
             inv += ", work stealing" if cfg["steal"] else ", no stealing"
         else:
             inv += ", before work stealing existed"
+        if "table_memory" in cfg:
+            inv += f", workers' tables {cfg['table_memory']}"
         out.append(f"order={cfg['order']}, split={cfg['split']}{inv}: geometric-mean speedup "
                    f"{_g(s['geomean_speedup'])}, median {_g(s['median_speedup'])}, worst "
                    f"{_g(s['min_speedup'])} (seed {s['worst_seed']}), best "
@@ -288,7 +297,30 @@ def rubik_speedup(d):
                             _g(c["two"]["seconds"]), _g(c["speedup"]),
                             _g(c["one"]["generated"]), _g(c["nodes_ratio"])]
                            for c in cfg["cubes"]]))
+    if len(d["configs"]) == 2:
+        out.append(_config_ratios(*d["configs"]))
     return "\n\n".join(out)
+
+
+def _config_ratios(a, b):
+    """Per-cube solve-time ratios of the second configuration over the first."""
+    def desc(cfg):
+        return ", ".join(f"{k}={cfg[k]}" for k in ("order", "split", "steal", "table_memory")
+                         if k in cfg)
+    by_seed = {c["seed"]: c for c in b["cubes"]}
+    rows = []
+    for ca in a["cubes"]:
+        cb = by_seed.get(ca["seed"])
+        if cb:
+            rows.append([cb["one"]["seconds"] / ca["one"]["seconds"],
+                         cb["two"]["seconds"] / ca["two"]["seconds"],
+                         cb["two"]["generated"] / ca["two"]["generated"]])
+    if not rows:
+        return ""
+    cols = list(zip(*rows))
+    return (f"Solve time of ({desc(b)}) over ({desc(a)}), per cube: 1 worker "
+            f"{_mm(_stats(cols[0]))}, 2 workers {_mm(_stats(cols[1]))}; nodes on 2 workers "
+            f"{_mm(_stats(cols[2]))} (median [min–max] over {len(rows)} cubes).")
 
 
 def rubik_heuristic(d):
@@ -307,6 +339,22 @@ def rubik_heuristic(d):
                         _g(c["inverse"]["generated"]), _g(c["nodes_ratio"]),
                         _g(c["time_ratio"])] for c in d["cubes"]]))
     return "\n\n".join(out)
+
+
+def rubik_probe(d):
+    r = d["results"]
+    rows = [[name, _mm(r[name]["batched_ns"]), _mm(r[name]["chained_ns"])]
+            for name in ("shared", "private")]
+    ratio = d["shared_over_private"]
+    pages = d.get("huge_page_bytes")
+    return (_table(["table memory", "ns per load, 8 independent", "ns per load, dependent"],
+                   rows)
+            + f"\n\nShared over private: {_g(ratio['batched_ns'])}x (independent loads), "
+              f"{_g(ratio['chained_ns'])}x (dependent); {d['probes']:,} random probes of the "
+              f"{d['table_bytes'] / 1e9:.2f} GB huge table, median [min–max] of "
+              f"{d['repeats']} passes. The private copy took {_g(d['copy_seconds'])} s to "
+              f"make" + (f", {pages / 1e9:.2f} GB of it in 2 MB pages." if pages is not None
+                         else "."))
 
 
 def rubik_symmetry(d):
@@ -378,6 +426,11 @@ SECTIONS = [
     ("Rubik: work stealing against whole subtrees", "rubik_steal.json",
      "python benchmarks/rubik_speedup.py --seeds 10-17 --compare serial:adaptive:nosteal "
      "--out benchmarks/results/rubik_steal", rubik_speedup),
+    ("Rubik: table probes in 2 MB pages against the shared mapping", "rubik_probe.json",
+     "python benchmarks/rubik_probe.py", rubik_probe),
+    ("Rubik: workers' tables in 2 MB pages against the shared mapping", "rubik_memory.json",
+     "python benchmarks/rubik_speedup.py --seeds 10-29 --compare serial:adaptive:shared "
+     "--out benchmarks/results/rubik_memory", rubik_speedup),
     ("Rubik: symmetric positions", "rubik_symmetry.json",
      "python benchmarks/rubik_symmetry.py", rubik_symmetry),
     ("Rubik: two workers against one on symmetric positions", "rubik_symspeedup.json",

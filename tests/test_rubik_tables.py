@@ -299,6 +299,20 @@ def test_sorted_slice_symmetry_classes():
     assert len(np.unique(codes)) == huge.N_CLASSES
 
 
+def test_the_search_s_compact_class_route_gives_the_class_tables_index():
+    from apps.rubik.search import _p1_index
+    t = huge.class_tables()
+    cbase, local = huge.local_classes(t["cls2"])
+    assert local.dtype == np.uint16 and local.nbytes * 2 == t["cls2"].nbytes
+    route = (t["srep"], t["sxor"], t["fperm"], local, t["symmul"], cbase, t["tconj"])
+    rng = np.random.default_rng(4)
+    for fl, sl, tw in zip(rng.integers(0, 2048, 3000), rng.integers(0, 11880, 3000),
+                          rng.integers(0, 2187, 3000)):
+        c, S = huge._class_of(fl, sl, t["srep"], t["sxor"], t["fperm"], t["cls2"],
+                              t["symmul"])
+        assert _p1_index(fl, sl, tw, route) == c * 2187 + int(t["tconj"][tw, S])
+
+
 def _huge_lookup(table, codes):
     t = huge.class_tables()
     f, rest = codes % 2048, codes // 2048
@@ -378,6 +392,36 @@ def test_table_memory_auto_takes_a_private_copy_only_where_one_per_process_fits(
     assert table_memory("private", 1e12) and not table_memory("shared", 1)
     with pytest.raises(ValueError, match="table memory"):
         table_memory("hugetlbfs", 1)
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_memory_headroom_follows_a_batch_job_s_control_group(tmp_path):
+    from apps.rubik.solver import cgroup_headroom
+    # cgroup v2: the job's limit sits on an ancestor, the leaf is unlimited
+    root = tmp_path / "v2"
+    _write(root / "cgroup.controllers", "memory")
+    _write(root / "job_7" / "memory.max", str(4 << 30))
+    _write(root / "job_7" / "memory.current", str(1 << 30))
+    _write(root / "job_7" / "step_0" / "memory.max", "max")
+    _write(root / "job_7" / "step_0" / "memory.current", str(1 << 29))
+    _write(tmp_path / "self2", "0::/job_7/step_0\n")
+    assert cgroup_headroom(str(tmp_path / "self2"), str(root)) == 3 << 30
+    # cgroup v1: memory controller, a limit on the leaf; "unlimited" is a huge number
+    root = tmp_path / "v1"
+    _write(root / "memory" / "slurm" / "memory.limit_in_bytes", str(9223372036854771712))
+    _write(root / "memory" / "slurm" / "memory.usage_in_bytes", str(5 << 30))
+    _write(root / "memory" / "slurm" / "job_9" / "memory.limit_in_bytes", str(8 << 30))
+    _write(root / "memory" / "slurm" / "job_9" / "memory.usage_in_bytes", str(6 << 30))
+    _write(tmp_path / "self1", "4:memory:/slurm/job_9\n1:cpu:/\n0::/\n")
+    assert cgroup_headroom(str(tmp_path / "self1"), str(root)) == 2 << 30
+    # no limit anywhere, or no cgroup file at all
+    _write(tmp_path / "self0", "4:memory:/\n")
+    assert cgroup_headroom(str(tmp_path / "self0"), str(root)) is None
+    assert cgroup_headroom(str(tmp_path / "missing"), str(root)) is None
 
 
 def test_table_progress_prints_lines_when_stderr_is_not_a_terminal():

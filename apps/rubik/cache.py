@@ -48,8 +48,9 @@ def digest(buf):
 
 
 def private_copy(arr):
-    """``(copy, advised)``: a copy of the uint8 table ``arr`` in this process's own anonymous
-    memory, advised for transparent huge pages (2 MB) where the system allows it.
+    """``(copy, advised)``: a read-only copy of the array ``arr`` (same dtype and shape) in
+    this process's own anonymous memory, advised for transparent huge pages (2 MB) where
+    the system allows it.
 
     Independent random probes of the 1.67 GB huge table take 38 ns in 2 MB pages against
     85 ns in the shared 4 KB page-cache mapping (on this project's 2-core VM: the page walk
@@ -65,11 +66,12 @@ def private_copy(arr):
             advised = True
         except OSError:
             pass
-    out = np.frombuffer(buf, np.uint8, count=n)   # keeps ``buf`` alive
-    step = 1 << 26
-    flat = arr.reshape(-1)
-    for i in range(0, n, step):
-        out[i:i + step] = flat[i:i + step]
+    flat = np.frombuffer(buf, arr.dtype, count=arr.size)   # keeps ``buf`` alive
+    src = arr.reshape(-1)
+    step = max(1, (1 << 26) // max(arr.itemsize, 1))
+    for i in range(0, arr.size, step):
+        flat[i:i + step] = src[i:i + step]
+    out = flat.reshape(arr.shape)
     out.flags.writeable = False
     return out, advised
 

@@ -256,8 +256,9 @@ _SYM = {}
 
 
 def class_tables():
-    """dict of the symmetry tables: srep, sxor, fperm, cls2, symmul (the search's route to
-    a class), rep_sl, rep_fl, stab (class representatives), tconj (twist conjugation).
+    """dict of the symmetry tables: srep, sxor, fperm, cls2, symmul (the route to a class;
+    the search takes cls2 as cbase + cls2_local, :func:`local_classes`), rep_sl, rep_fl,
+    stab (class representatives), tconj (twist conjugation).
     Built in about a second and kept per process."""
     if not _SYM:
         cp, co, ep, eo = _sym_arrays()
@@ -269,9 +270,24 @@ def class_tables():
         cls2, rep_sl, rep_fl, stab, nc = _classes(oreps, ostab, oxor, fperm, sinv)
         if nc != N_CLASSES:
             raise AssertionError(f"{nc} flip x sorted-slice classes, expected {N_CLASSES}")
+        cbase, cls2_local = local_classes(cls2)
         _SYM.update(srep=srep, sxor=sxor, fperm=fperm, cls2=cls2, symmul=_sym_mul(),
-                    rep_sl=rep_sl, rep_fl=rep_fl, stab=stab, tconj=_twist_conj(cp, co, sinv))
+                    rep_sl=rep_sl, rep_fl=rep_fl, stab=stab, tconj=_twist_conj(cp, co, sinv),
+                    cbase=cbase, cls2_local=cls2_local)
     return _SYM
+
+
+def local_classes(cls2):
+    """``(cbase, local)``: the classes of one sorted-slice orbit are numbered consecutively
+    (:func:`_classes`), so ``cls2[k, f] = (cbase[k] + local[k, f] >> 4) << 4 | S`` with
+    ``local`` under 2048 << 4: 16 bits instead of 32. The search's route then takes 3.2 MB
+    instead of 6.5 MB, and more of it stays in the cache beside the table's probes."""
+    cls = (cls2 >> 4).astype(np.int64)
+    cbase = cls.min(axis=1)
+    local = cls - cbase[:, None]
+    if local.max() >= 1 << 12:
+        raise AssertionError("a sorted-slice orbit spans more than 4096 classes")
+    return cbase, ((local << 4) | (cls2 & 15)).astype(np.uint16)
 
 
 def check_class_tables(step=1):
@@ -343,6 +359,8 @@ class HugeTables(ThreeAxisTables):
         t = class_tables()
         self.tconj = t["tconj"]
         self.small = (t["srep"], t["sxor"], t["fperm"], t["cls2"], t["symmul"])
+        self.route = (t["srep"], t["sxor"], t["fperm"], t["cls2_local"], t["symmul"],
+                      t["cbase"], self.tconj)
         self.moves = move_tables()
 
     @classmethod

@@ -368,6 +368,10 @@ class ReidTables(ThreeAxisTables):
         self.status = status or {}
         self.cls, self.reps, self.stab, self.tconj = sym_tables()
         self.small = small_class_tables()
+        srep, sxor, fperm, cls2, symmul = self.small
+        # the search's route to an index (cls2 holds whole class numbers: no base)
+        self.route = (srep, sxor, fperm, cls2, symmul, np.zeros(cls2.shape[0], np.int64),
+                      self.tconj)
         self.moves = move_tables()
 
     @classmethod

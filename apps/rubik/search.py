@@ -187,13 +187,15 @@ def _pick(a, x0, x1, x2):
 
 @njit(cache=True, inline="always")
 def _p1_index(fl, sl, tw, ct):
-    """Phase-1 table index of (flip, slice, twist) through the small class tables
-    ``ct = (srep, sxor, fperm, cls2, symmul, tconj)`` (all cache-resident)."""
-    srep, sxor, fperm, cls2, symmul, tconj = ct
+    """Phase-1 table index of (flip, slice, twist) through the class tables' route
+    ``ct = (srep, sxor, fperm, cls2, symmul, cbase, tconj)`` (``tables.route``): the class
+    is ``cbase[orbit] + cls2[orbit, flip'] >> 4``."""
+    srep, sxor, fperm, cls2, symmul, cbase, tconj = ct
     w1 = srep[sl]
     s1 = w1 & 15
-    w = cls2[w1 >> 4, fperm[s1, fl] ^ sxor[sl]]
-    return np.int64(w >> 4) * 2187 + tconj[tw, symmul[w & 15, s1]]
+    k = w1 >> 4
+    w = cls2[k, fperm[s1, fl] ^ sxor[sl]]
+    return (cbase[k] + np.int64(w >> 4)) * 2187 + tconj[tw, symmul[w & 15, s1]]
 
 
 @njit(cache=True)
@@ -504,7 +506,7 @@ def phase1_row(tables, corners, cube, prefix, inverse=True):
                   AXIS_MOVE_CONJ)
     _advance_inverse(row[INV_COL:], moves, AXIS_MOVE_CONJ, *INV_TABLES[:11])
     pc = corners.corners if corners is not None else _NO_TABLE
-    h = int(_reid_row_h(row, tables.small + (tables.tconj,), tables.table, pc,
+    h = int(_reid_row_h(row, tables.route, tables.table, pc,
                         corners is not None, bool(inverse), tables.sorted_slice,
                         INV_TABLES[11]))
     return row, h
@@ -617,7 +619,7 @@ class SubtreeSearch:
             pc = self.corners.corners if self.corners is not None else _NO_TABLE
             status = _search_reid(mt["flip"], mt[t.slice_move], t.slice_solved, mt["twist"],
                                   mt["cp"], AXIS_MOVE_CONJ,
-                                  t.small + (t.tconj,), t.table, pc, self.corners is not None, *args,
+                                  t.route, t.table, pc, self.corners is not None, *args,
                                   *self._root_arrays, *_MOVE_ARRAYS,
                                   self.inverse, t.sorted_slice, *INV_TABLES)
         if status == FOUND:

@@ -37,6 +37,8 @@ SMALL_HEURISTIC = "phase1"
 TABLE_MEMORY = ("auto", "private", "shared")
 #: tables smaller than this stay in the shared mapping (they mostly sit in the caches)
 PRIVATE_MIN_BYTES = 16 << 20
+#: ... and with a private table, the search's class tables from this size on move too
+ROUTE_PRIVATE_BYTES = 1 << 20
 
 
 #: the attributes of the table objects that hold big lookup arrays
@@ -44,19 +46,72 @@ _TABLE_ARRAYS = ("table", "corners", "edges_a", "edges_b")
 
 
 def available_memory() -> float | None:
-    """Bytes of memory available now (``MemAvailable``; ``$PYFW_RUBIK_MEM_AVAILABLE``
-    overrides, for tests), or None where it cannot be read."""
+    """Bytes of memory available now: the node's ``MemAvailable``, or less where this
+    process's control group (a batch job's memory limit) leaves less; ``$PYFW_RUBIK_MEM_AVAILABLE``
+    overrides, for tests. None where neither can be read."""
     forced = os.environ.get("PYFW_RUBIK_MEM_AVAILABLE")
     if forced:
         return float(forced)
+    node = None
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024
+                    node = float(line.split()[1]) * 1024
     except OSError:
         pass
-    return None
+    group = cgroup_headroom()
+    if node is None or group is None:
+        return group if node is None else node
+    return min(node, group)
+
+
+def _read_int(path):
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return None if text == "max" else int(text)
+
+
+def cgroup_headroom(proc_cgroup="/proc/self/cgroup", root="/sys/fs/cgroup") -> float | None:
+    """Bytes this process may still use under its memory control group's limit (the
+    tightest of the group and its ancestors; cgroup v2 ``memory.max``/``memory.current``
+    or v1 ``memory.limit_in_bytes``/``memory.usage_in_bytes``), or None if unlimited or
+    unknown. Slurm and PBS confine a job's memory this way, and ``MemAvailable`` does not
+    see it: a job that sized its tables by the node alone would be killed."""
+    try:
+        with open(proc_cgroup) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if hid == "0" and controllers == "":
+            base, files = root, ("memory.max", "memory.current")
+            if os.path.isdir(os.path.join(root, "unified")) and \
+                    not os.path.exists(os.path.join(root, "cgroup.controllers")):
+                base = os.path.join(root, "unified")
+        elif "memory" in controllers.split(","):
+            base, files = os.path.join(root, "memory"), ("memory.limit_in_bytes",
+                                                        "memory.usage_in_bytes")
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for k in range(len(parts), -1, -1):     # the group, then its ancestors
+            d = os.path.join(base, *parts[:k])
+            try:
+                limit, used = _read_int(os.path.join(d, files[0])), \
+                    _read_int(os.path.join(d, files[1]))
+            except ValueError:
+                continue
+            if limit is None or used is None or limit >= 1 << 60:   # v1 "unlimited"
+                continue
+            room = float(max(limit - used, 0))
+            best = room if best is None else min(best, room)
+    return best
 
 
 def choose_heuristic(requested=None, cache_dir=None, log=None) -> str:
@@ -94,15 +149,19 @@ def local_processes() -> int:
         return 1
 
 
+def _check_memory(memory):
+    if memory not in TABLE_MEMORY:
+        raise ValueError(f"table memory must be one of {', '.join(TABLE_MEMORY)}, "
+                         f"got {memory!r}")
+
+
 def table_memory(memory, nbytes, processes=None) -> bool:
     """Whether a process should search from a private copy of ``nbytes`` of tables
     (:func:`~.cache.private_copy`, 2 MB pages: about twice as fast per probe) rather than
     the node's shared page-cache mapping. ``memory``: "private", "shared", or "auto":
     private if ``processes`` such copies (default: this job's processes on the node) take
     at most half the memory available now."""
-    if memory not in TABLE_MEMORY:
-        raise ValueError(f"table memory must be one of {', '.join(TABLE_MEMORY)}, "
-                         f"got {memory!r}")
+    _check_memory(memory)
     if memory != "auto":
         return memory == "private"
     mem = available_memory()
@@ -122,9 +181,7 @@ class Heuristic:
         "shared" suits a process that probes little, such as a farm's master)."""
         if name not in HEURISTICS:
             raise ValueError(f"unknown heuristic {name!r}; choose from {', '.join(HEURISTICS)}")
-        if memory not in TABLE_MEMORY:
-            raise ValueError(f"table memory must be one of {', '.join(TABLE_MEMORY)}, "
-                             f"got {memory!r}")
+        _check_memory(memory)
         self.name = name
         self.inverse = bool(inverse) and name != "korf"
         kw = dict(directory=cache_dir, progress=progress, max_depth=max_depth, log=log,
@@ -155,6 +212,11 @@ class Heuristic:
             copy, ok = private_copy(getattr(owner, attr))
             setattr(owner, attr, copy)
             advised = advised and ok
+        for owner in {id(t): t for t, _ in big}.values():
+            route = getattr(owner, "route", None)   # its larger class tables too
+            if route is not None:
+                owner.route = tuple(private_copy(x)[0] if x.nbytes >= ROUTE_PRIVATE_BYTES
+                                    else x for x in route)
         after = huge_page_bytes()
         self.memory = "private"
         total = sum(getattr(t, a).nbytes for t, a in big)
