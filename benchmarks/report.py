@@ -274,6 +274,11 @@ def rubik_bench(d):
 
 def rubik_speedup(d):
     out = []
+    if d.get("complete") is False:
+        done = len(d["configs"][0]["cubes"]) if d["configs"] else 0
+        out.append(f"**Stopped early:** {done} of the {len(d['seeds'])} cubes asked for "
+                   f"({', '.join(str(x) for x in d['seeds'][:done])}) finished; "
+                   + d.get("note", "the run was cut short.") + "\n")
     for cfg in d["configs"]:
         s = cfg["summary"]
         inv = "" if cfg.get("inverse", True) else ", position-only lookups"

@@ -16,7 +16,8 @@ and nodes ratio; over all cubes: median and geometric mean speedup, the worst cu
 configuration the same way (e.g. the previous defaults, ``largest:2``,
 ``serial:adaptive:nosteal``, or the workers' tables in the shared page-cache mapping,
 ``serial:adaptive:shared``). Writes
-``benchmarks/results/rubik_speedup.json`` and ``.png``.
+``benchmarks/results/rubik_speedup.json`` (after every cube, with ``"complete": false``
+until the last: a run stopped early keeps its finished cubes) and ``.png``.
 """
 from __future__ import annotations
 
@@ -121,9 +122,10 @@ def summarise(cubes):
             "below_1_3": sum(1 for x in sp if x < 1.3)}
 
 
-def run_configs(seeds, heuristic, configs, timeout):
+def run_configs(seeds, heuristic, configs, timeout, on_cube=None):
     """Every configuration on every cube, cube by cube (all configurations' launches of a
-    cube one after the other), so that the machine's drift hits them alike."""
+    cube one after the other), so that the machine's drift hits them alike.
+    ``on_cube(results)`` is called after each cube (to save what a long run has so far)."""
     results = [dict(cfg, cubes=[]) for cfg in configs]
     for seed in seeds:
         for res in results:
@@ -141,6 +143,8 @@ def run_configs(seeds, heuristic, configs, timeout):
                   f"1 worker {one['seconds']:.2f} s ({one['generated'] / 1e6:.0f} M nodes), "
                   f"2 workers {two['seconds']:.2f} s ({two['generated'] / 1e6:.0f} M): "
                   f"{c['speedup']:.2f}x, nodes x{c['nodes_ratio']:.2f}", flush=True)
+        if on_cube:
+            on_cube(results)
     for res in results:
         res["summary"] = summarise(res["cubes"])
     return results
@@ -210,7 +214,19 @@ def main(argv=None):
                        "pipeline_depth": next((int(x) for x in more if x.isdigit()), None),
                        "inverse": a.inverse, "steal": "nosteal" not in more,
                        "table_memory": memories[0] if memories else a.table_memory})
-    configs = run_configs(seeds, a.heuristic, wanted, a.timeout)
+    def save(configs, complete):
+        d = {"command": "python benchmarks/rubik_speedup.py " + " ".join(argv or sys.argv[1:]),
+             "machine": {"host": platform.node(), "cores": os.cpu_count(),
+                         "load": os.getloadavg()[0]},
+             "heuristic": a.heuristic, "seeds": seeds, "configs": configs,
+             "seconds": time.time() - t0, "complete": complete}
+        with open(a.out + ".json", "w") as fh:
+            json.dump(d, fh, indent=1)
+
+    def partial(results):   # a long run stopped early keeps its finished cubes
+        save([dict(r, summary=summarise(r["cubes"])) for r in results], False)
+
+    configs = run_configs(seeds, a.heuristic, wanted, a.timeout, partial)
     for cfg in configs:
         s = cfg["summary"]
         print(f"order={cfg['order']} split={cfg['split']} depth={cfg['pipeline_depth']} "
@@ -219,13 +235,7 @@ def main(argv=None):
               f"{s['worst_seed']}), {s['below_1_3']} below 1.3x, median nodes ratio "
               f"{s['median_nodes_ratio']:.2f}, median 2-worker solve "
               f"{s['median_seconds_2_workers']:.1f} s")
-    d = {"command": "python benchmarks/rubik_speedup.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {"host": platform.node(), "cores": os.cpu_count(),
-                     "load": os.getloadavg()[0]},
-         "heuristic": a.heuristic, "seeds": seeds, "configs": configs,
-         "seconds": time.time() - t0}
-    with open(a.out + ".json", "w") as fh:
-        json.dump(d, fh, indent=1)
+    save(configs, True)
     plot(configs, a.out + ".png")
     return 0
 

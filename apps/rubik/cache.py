@@ -52,11 +52,11 @@ def private_copy(arr):
     this process's own anonymous memory, advised for transparent huge pages (2 MB) where
     the system allows it.
 
-    Independent random probes of the 1.67 GB huge table take 38 ns in 2 MB pages against
-    85 ns in the shared 4 KB page-cache mapping (on this project's 2-core VM: the page walk
-    of a TLB miss costs about as much as the load). The price is one copy per process
-    instead of one per node. ``advised`` is False where ``madvise`` is unavailable or
-    refused (the copy then has ordinary pages)."""
+    Independent random probes of the 1.67 GB huge table take about half as long in 2 MB
+    pages as in the shared 4 KB page-cache mapping (``benchmarks/rubik_probe.py``: the page
+    walk of a TLB miss costs about as much as the load). The price is one copy per process
+    instead of one per node, and the copy's time at start-up. ``advised`` is False where
+    ``madvise`` is unavailable or refused (the copy then has ordinary pages)."""
     n = int(arr.nbytes)
     buf = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     advised = False

@@ -47,8 +47,8 @@ _TABLE_ARRAYS = ("table", "corners", "edges_a", "edges_b")
 
 def available_memory() -> float | None:
     """Bytes of memory available now: the node's ``MemAvailable``, or less where this
-    process's control group (a batch job's memory limit) leaves less; ``$PYFW_RUBIK_MEM_AVAILABLE``
-    overrides, for tests. None where neither can be read."""
+    process's control group (a batch job's memory limit) leaves less;
+    ``$PYFW_RUBIK_MEM_AVAILABLE`` overrides, for tests. None where neither can be read."""
     forced = os.environ.get("PYFW_RUBIK_MEM_AVAILABLE")
     if forced:
         return float(forced)
