@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 
@@ -27,6 +26,8 @@ from numba import njit
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+
+from rubik_bench import stats  # noqa: E402  (median, min, max and the runs)
 
 
 @njit(cache=True)
@@ -57,7 +58,7 @@ def _ns_per_load(fn, tab, idx, repeats):
         t = time.perf_counter()
         fn(tab, idx)
         out.append((time.perf_counter() - t) / idx.size * 1e9)
-    return {"median": statistics.median(out), "min": min(out), "max": max(out)}
+    return stats(out)
 
 
 def main(argv=None):

@@ -34,7 +34,8 @@ from .coords import (N_FLIP, N_SSLICE, N_TWIST, SSLICE_SOLVED, _flip_rank, _flip
                      _sslice_rank, _sslice_unrank, flip_coord, move_tables, sslice_coord,
                      twist_coord)
 from .korf import UNSET, _nib
-from .reid import ThreeAxisTables, _conj_edges, _sym_arrays, _sym_mul, _twist_conj
+from .reid import (ThreeAxisTables, _conj_edges, _edge_scratch, _sym_arrays, _sym_mul,
+                   _twist_conj)
 from .symmetry import UD_SYM_INV, axis_cube
 
 VERSION = 1
@@ -50,10 +51,8 @@ def _orbits(sep, seo, sinv):
     the orbit's smallest rank), sxor[s] = flip of that conjugate of (s, flip 0),
     oreps[orbit] = representative, ostab[orbit] = mask of the symmetries fixing it,
     oxor[orbit, S] = flip of S-conjugate of (representative, flip 0)."""
-    ep = np.empty(12, np.int64)
-    eo = np.zeros(12, np.int64)
-    oep = np.empty(12, np.int64)
-    oeo = np.empty(12, np.int64)
+    ep, eo, oep, oeo = _edge_scratch()
+    eo[:] = 0                       # the flip-0 cube of each sorted slice
     orbit_of = np.full(N_SSLICE, -1, np.int64)
     oreps = np.empty(N_SSLICE, np.int64)
     ostab = np.zeros(N_SSLICE, np.int64)
@@ -90,10 +89,8 @@ def _orbits(sep, seo, sinv):
 @njit(cache=True)
 def _flip_perm(sep, seo, sinv):
     """fperm[S, f]: the linear part of conjugating the flip coordinate by S."""
-    ep = np.arange(12)
-    eo = np.empty(12, np.int64)
-    oep = np.empty(12, np.int64)
-    oeo = np.empty(12, np.int64)
+    ep, eo, oep, oeo = _edge_scratch()
+    ep[:] = np.arange(12)           # the solved edge permutation
     fperm = np.empty((16, N_FLIP), np.int32)
     for S in range(16):
         eo[:] = 0
@@ -153,10 +150,7 @@ def _check_classes(sep, seo, sinv, srep, sxor, fperm, cls2, symmul, rep_sl, rep_
     conjugation by the symmetry the tables give is not the class representative."""
     bad = np.zeros(N_SSLICE, np.int64)
     for s in prange(N_SSLICE):
-        ep = np.empty(12, np.int64)
-        eo = np.empty(12, np.int64)
-        oep = np.empty(12, np.int64)
-        oeo = np.empty(12, np.int64)
+        ep, eo, oep, oeo = _edge_scratch()
         _sslice_unrank(s, ep)
         for f in range((s * 7) % step, N_FLIP, step):
             _flip_unrank(f, eo)
