@@ -86,6 +86,11 @@ def parameters():
                                               "0 .. 2 mm (default 0)",
                                               "Martin et al. 2002 / Breslin 2015: "
                                               "post-operative dressings of 1-2 mm"),
+        "skin and fat over the pouch": (["--subcutis", "6"], ["--subcutis", "16"],
+                                        "6 .. 16 mm (default 10)",
+                                        "half the anterior-thigh skinfolds of 11-32 mm, "
+                                        "the middle of the 0-40 mm of Otte et al.'s 47 "
+                                        "volunteers (Arch Phys Med Rehabil 83 (2002) 1501)"),
         "skin-air coefficient": (["--h-air", "5"], ["--h-air", "20"], "5 .. 20 W/(m2 K)",
                                  "natural convection + radiation (textbook range)"),
         "muscle conductivity": (["--set", f"muscle.k={m.k * 0.8:.4g}"],

@@ -250,6 +250,23 @@ def knee_plateau(d):
                      rows))
 
 
+def knee_muscle(d):
+    def fmt(v):
+        return "never" if v is None else _g(v)
+    rows = [[r["study"], f"{r['skinfold_mm'][0]}–{r['skinfold_mm'][1]}",
+             _g(r["subcutis_mm"][1]), r["point"], r["target"],
+             _g(r["measured"]) + ("" if r["sd"] is None else f" ± {_g(r['sd'])}"),
+             fmt(r["model"]), f"{fmt(r['model_band'][0])}–{fmt(r['model_band'][1])}",
+             "–" if r["relative_error"] is None else f"{100 * r['relative_error']:+.0f} %",
+             "yes" if r["within"] else "no"] for r in d["rows"]]
+    fit = ", ".join(f"{k} = {_g(v)}" for k, v in d["fitted"].items())
+    return (f"All held out (the couplings fitted by the knee validation: {fit}). "
+            f"{d['within']} of {d['targets']} targets within the study's SD (Otte) or ±30 % "
+            f"(Myrer). Model band: the group's skinfold range.\n\n"
+            + _table(["study", "skinfold mm", "subcutis mm", "point", "target", "measured",
+                      "model", "model band", "error", "within"], rows))
+
+
 def knee_convergence(d):
     hs = [str(r["dx"]) for r in sorted(d["runs"], key=lambda r: -r["dx"])]
     rows = [[r["point"], r["minute"]] + [_g(r["drops"][h]) for h in hs]
@@ -275,9 +292,12 @@ def rubik_bench(d):
 def rubik_speedup(d):
     out = []
     if d.get("complete") is False:
-        done = len(d["configs"][0]["cubes"]) if d["configs"] else 0
-        out.append(f"**Stopped early:** {done} of the {len(d['seeds'])} cubes asked for "
-                   f"({', '.join(str(x) for x in d['seeds'][:done])}) finished; "
+        done = "; ".join(
+            f"{len(cfg['cubes'])} of the {len(d['seeds'])} cubes asked for "
+            + (f"(seeds {', '.join(str(c['seed']) for c in cfg['cubes'])})"
+               if len(cfg["cubes"]) < len(d["seeds"]) else "(all)")
+            + f" with tables {cfg.get('table_memory', 'auto')}" for cfg in d["configs"])
+        out.append(f"**Stopped early:** {done} finished; "
                    + d.get("note", "the run was cut short.") + "\n")
     for cfg in d["configs"]:
         s = cfg["summary"]
@@ -418,6 +438,8 @@ SECTIONS = [
      "python benchmarks/knee_sensitivity.py", knee_sensitivity),
     ("Knee model against measured knees", "knee_validation.json",
      "python benchmarks/knee_validation.py", knee_validation),
+    ("Knee model: muscle under ice against measured muscles", "knee_muscle.json",
+     "python benchmarks/knee_muscle.py", knee_muscle),
     ("Knee model: what limits the late cooling", "knee_plateau.json",
      "python benchmarks/knee_plateau.py", knee_plateau),
     ("Knee model grid convergence", "knee_convergence.json",

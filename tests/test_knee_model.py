@@ -44,6 +44,37 @@ def test_pouch_probe_is_in_the_pouch_on_small_grids(shape, device):
     assert planes(geo, 0, shape[0])[p] == ID["synovial_fluid"]
 
 
+@pytest.mark.parametrize("subcutis", [2.0, 6.0, 14.0])
+def test_muscle_probes_lie_the_asked_depth_under_the_fat_and_the_bag_over_them(subcutis):
+    """The thigh and calf probes (Otte 2002, Myrer 2001) sit in muscle 10 and 30 mm under a
+    subcutis (skin + fat) of the asked thickness; the device goes where ``device_at`` puts
+    it. Counted voxel by voxel along the probe's ray to the air (depth shrinks by 1/1.05
+    of a voxel per voxel along x: the leg's section is an ellipse)."""
+    names = [t.name for t in DEFAULT_TISSUES]
+    for at, probes in ((40.0, (("thigh_lateral_im1", 10.0),)),
+                       (-40.0, (("calf_medial_im1", 10.0), ("calf_medial_im3", 30.0)))):
+        side = "lateral" if at > 0 else "medial"
+        geo = Geometry(subcutis=subcutis, sides=(side,), device_at=at)
+        geo.validate()
+        for name, below in probes:
+            z, y, x = geo.points()[name]
+            row = planes(geo, z, z + 1)[0, y]
+            out = [names[i] for i in (row[x::-1] if side == "lateral" else row[x:])]
+            assert out[0] == "muscle", (name, out[:3])
+            n_muscle = out.index("fat") if "fat" in out else out.index("skin")
+            n_sub = out.count("skin") + out.count("fat")
+            assert abs(n_sub / 1.05 - subcutis) <= 1.0, (name, n_sub, subcutis)
+            assert abs(n_muscle / 1.05 - below) <= 1.5, (name, n_muscle, below)
+            assert "gel" in out, (name, "no bag over the probe")
+        zc = geo.points()[probes[0][0]][0]
+        far = planes(geo, geo.shape[0] - 1 - zc, geo.shape[0] - zc)[0]   # the other side of the joint
+        assert ID["gel"] not in far
+    with pytest.raises(ConfigurationError, match="subcutis"):
+        Geometry(subcutis=1.0).validate()
+    with pytest.raises(ConfigurationError, match="off the grid"):
+        Geometry(device_at=150.0).validate()
+
+
 def test_summary_reports_the_end_asked_for_unless_it_is_a_mark():
     p = Params(shape=(30, 44, 42), device="cuff", length_mm=20.0, steady_tol=1e-6)
     run = KneeRun(MPI.COMM_SELF, p, balance=False, log=lambda *a: None)

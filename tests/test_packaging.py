@@ -6,6 +6,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -54,3 +56,29 @@ def test_apps_run_from_the_checkout():
     out = subprocess.run([sys.executable, "-m", "apps.rubik", "--help"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "usage:" in out.stdout, out.stderr
+
+
+def test_checkout_name_is_the_installed_module_so_numba_caches_load_anywhere(tmp_path):
+    """In an editable install ``apps.X`` and ``pyfw.apps.X`` are one file. Numba caches a
+    kernel beside its file under the name of the module that compiled it, so a checkout run
+    that compiled as ``apps.*`` left entries a run from elsewhere could not load ("No module
+    named 'apps'"). ``apps.X`` must be the module ``pyfw.apps.X`` itself."""
+    where = subprocess.run(
+        [sys.executable, "-c", "import importlib.util as u; print(u.find_spec('pyfw.apps').origin)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    origin = where.stdout.strip()
+    if where.returncode or os.path.dirname(os.path.realpath(origin)) != os.path.join(
+            os.path.realpath(ROOT), "apps"):
+        pytest.skip(f"pyfw.apps is not an editable install of this checkout ({origin or where.stderr[-200:]})")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    env.pop("PYTHONPATH", None)
+    checkout = ("import apps, pyfw.apps, apps.rubik.coords as a, pyfw.apps.rubik.coords as b\n"
+                "assert apps is pyfw.apps and a is b and a.__spec__.name == b.__name__\n"
+                "assert a._slice_rank.__module__ == 'pyfw.apps.rubik.coords'")
+    out = subprocess.run([sys.executable, "-c", checkout], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert list((tmp_path / "numba").rglob("*.nbi")), "the checkout run cached no kernel"
+    out = subprocess.run([sys.executable, "-c", "import pyfw.apps.rubik.coords"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -59,8 +59,14 @@ def _model_options(g) -> None:
                    help="sides the device covers (100 degree sectors each), comma list of anterior, "
                         "posterior, medial, lateral (default anterior,medial,lateral)")
     g.add_argument("--thickness", type=float, default=15.0, help="pack thickness, mm (default 15)")
-    g.add_argument("--length", type=float, default=120.0, help="device length along the leg, centred on the joint line, mm "
+    g.add_argument("--length", type=float, default=120.0, help="device length along the leg, centred on --device-at, mm "
                         "(default 120)")
+    g.add_argument("--subcutis", type=float, default=10.0,
+                   help="skin (2 mm) and subcutaneous fat over the muscles and the quadriceps "
+                        "tendon, mm (default 10; a skinfold measures twice this)")
+    g.add_argument("--device-at", type=float, default=0.0, metavar="MM",
+                   help="centre of the device along the leg, mm above the joint line "
+                        "(default 0; e.g. 40 for the thigh muscle probe, -40 for the calf's)")
     g.add_argument("--bandage", type=float, default=0.0,
                    help="dressing under the device, mm (default 0: healthy knee; 1-2 for a "
                         "post-operative dressing)")
@@ -150,7 +156,7 @@ def sensitivity_band(p, summ) -> dict | None:
     ref = Params()
     same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack",
             "perfusion_lag", "pack_temp", "t_arterial", "ambient", "h_air", "overrides",
-            "arthroscopy_min")
+            "arthroscopy_min", "subcutis_mm", "device_at_mm")
     if any(getattr(p, k) != getattr(ref, k) for k in same):
         return None
     with open(SENSITIVITY) as fh:
@@ -192,7 +198,8 @@ def _start(args, comm, log, kw):
                perfusion_lag=args.perfusion_lag,
                cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
                overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol,
-               arthroscopy_min=args.arthroscopy, irrigant_temp=args.irrigant_temp)
+               arthroscopy_min=args.arthroscopy, irrigant_temp=args.irrigant_temp,
+               subcutis_mm=args.subcutis, device_at_mm=args.device_at)
     run = KneeRun(comm, p, **kw)
     run.steady_state()
     run.irrigate()

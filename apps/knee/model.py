@@ -67,12 +67,15 @@ class Params:
     steady_tol: float = 1e-5
     arthroscopy_min: float = 0.0   # minutes of irrigation before the device goes on
     irrigant_temp: float = 24.5    # C, the irrigated cavity's temperature
+    subcutis_mm: float = phantom.SUBCUTIS_MM   # skin + subcutaneous fat (half a skinfold)
+    device_at_mm: float = 0.0      # the device's centre above the joint line (below: < 0)
 
     def geometry(self) -> phantom.Geometry:
         """The phantom's grid and device layout for these parameters."""
         return phantom.Geometry(shape=tuple(self.shape), dx=self.dx_mm, device=self.device,
                                 sides=tuple(self.sides), thickness=self.thickness_mm,
-                                length=self.length_mm, bandage=self.bandage_mm)
+                                length=self.length_mm, bandage=self.bandage_mm,
+                                subcutis=self.subcutis_mm, device_at=self.device_at_mm)
 
     def tissues(self):
         """The tissue table with the skin-air coefficient and the overrides applied."""

@@ -2,7 +2,8 @@
 
 Axes: z (axis 0) along the leg, proximal (femur) up; y anterior (+) / posterior (-);
 x medial/lateral. The leg is an elliptic cylinder (outer radius ``R`` ~ 62 mm, a knee
-circumference of ~39 cm) of skin (2 mm), subcutaneous fat (8 mm) and muscle, holding:
+circumference of ~39 cm) of skin (2 mm), subcutaneous fat (8 mm by default: ``subcutis``, the
+skin and fat together, is a parameter) and muscle, holding:
 
 * the femur above the joint line: shaft radius 14 mm widening to condyles (38 x 26 mm
   semi-axes) at the joint, a 3 mm cortical shell around cancellous bone;
@@ -39,7 +40,9 @@ Anatomical sizes scale down with the grid when it is too small for a 62 mm leg (
 small grids). Cooling devices sit outside the skin on chosen ``sides`` (anterior, posterior,
 medial, lateral; each a 100 degree sector) over ``length`` mm centred on the joint line: a
 bandage layer, then a gel pack of ``thickness`` mm, or a cryo-cuff layer (fixed
-temperature). The first and last planes are insulator (cut ends of the leg); everything
+temperature); ``device_at`` moves the device's centre along the leg (to cool the thigh
+or the calf, where the muscle probes of :meth:`Geometry.points` sit). The first and last
+planes are insulator (cut ends of the leg); everything
 else outside the leg is air. :func:`planes` is a pure function of global coordinates, so
 every rank builds only its own planes and the phantom is the same for any decomposition.
 """
@@ -57,7 +60,9 @@ __all__ = ["Geometry", "planes", "SIDES"]
 
 SIDES = {"anterior": 90.0, "posterior": 270.0, "medial": 0.0, "lateral": 180.0}
 
-SUBCUTIS_MM = 10.0     # skin (2 mm) + subcutaneous fat (8 mm), not scaled
+SUBCUTIS_MM = 10.0     # skin (2 mm) + subcutaneous fat (8 mm), not scaled (the default)
+SKIN_MM = 2.0
+MUSCLE_PROBE_Z = 40.0  # the thigh and calf muscle probes: this far above / below the joint
 TENDON_MM = 7.3        # quadriceps tendon thickness (scaled with the leg)
 PATELLA_Z = 10.0       # the patella's centre above the joint line
 PATELLA_HALF = 24.0    # its half-length along the leg
@@ -79,6 +84,8 @@ class Geometry:
     length: float = 120.0          # pack extent along the leg
     bandage: float = 1.0           # dressing under the device (0: none)
     radius: float = 62.0           # outer leg radius if it fits
+    subcutis: float = SUBCUTIS_MM  # skin + subcutaneous fat, mm (a skinfold is twice this)
+    device_at: float = 0.0         # the device's centre, mm above the joint line
 
     def validate(self) -> None:
         """Raise :class:`ConfigurationError` if the grid, device or sides cannot be built."""
@@ -96,6 +103,13 @@ class Geometry:
             raise ConfigurationError("a cooling device needs at least one side")
         if self.thickness <= 0 or self.bandage < 0 or self.length <= 0 or self.dx <= 0:
             raise ConfigurationError("thickness, length, dx must be > 0 and bandage >= 0")
+        if not SKIN_MM <= self.subcutis <= 40.0:
+            raise ConfigurationError(f"subcutis (skin + subcutaneous fat) of {self.subcutis:g} "
+                                     f"mm: give {SKIN_MM:g} (skin alone) to 40 mm")
+        zmax = 0.5 * (nz - 2) * self.dx
+        if not abs(self.device_at) < zmax:
+            raise ConfigurationError(f"device centre {self.device_at:g} mm from the joint "
+                                     f"line is off the grid (|z| < {zmax:g} mm)")
         if self.device != "none":
             half = 0.5 * (min(ny, nx) - 2) * self.dx
             if self.outer_radius() + self.device_depth() > half:
@@ -136,9 +150,9 @@ class Geometry:
         half = 0.5 * max(2.0 * s, self.dx)
         on_femur = self._femur_front(zmm) + 1.0 * s + half
         if zmm >= PATELLA_TOP * s:
-            # under the tendon; on a small leg (the 10 mm of skin and fat do not scale)
+            # under the tendon; on a small leg (the skin and fat do not scale)
             # that would be inside the femur: then on the femur as below the pole
-            return max(self._y_at_depth(SUBCUTIS_MM + TENDON_MM * s + half), on_femur)
+            return max(self._y_at_depth(self.subcutis + TENDON_MM * s + half), on_femur)
         return on_femur
 
     def _femur_front(self, zmm: float) -> float:
@@ -173,6 +187,10 @@ class Geometry:
             return (int(round(z / d)), int(round(y / d)), int(round(x / d)))
         ay = 0.95 * R
         yf = self.bone_shift()
+
+        def under_fat(mm):      # x offset of the point ``mm`` below the fat at the sides
+            return max(1.05 * R * (1.0 - (self.subcutis + mm * s) / R), 0.0)
+        zm = MUSCLE_PROBE_Z * s
         return {
             "joint_centre": vox(zj, yc + (yf - 4) * s, xc),
             "joint_anterior": vox(zj, yc + (yf + 18) * s, xc),
@@ -182,6 +200,12 @@ class Geometry:
             "subcutaneous_anterior": vox(zj, yc + ay - 4.0, xc),
             "muscle_medial": vox(zj + 25 * s, yc, xc + 1.05 * R - 18 * s),
             "femur_marrow": vox(zj + 60 * s, yc - 5 * s, xc),
+            # intramuscular probes 1 and 3 cm below the subcutaneous fat, as placed in
+            # cryotherapy studies of the thigh (Otte et al. 2002) and the calf (Myrer et al.
+            # 2001): vastus lateralis above the joint, the medial calf below it
+            "thigh_lateral_im1": vox(zj + zm, yc, xc - under_fat(10.0)),
+            "calf_medial_im1": vox(zj - zm, yc, xc + under_fat(10.0)),
+            "calf_medial_im3": vox(zj - zm, yc, xc + under_fat(30.0)),
         }
 
 
@@ -204,8 +228,8 @@ def planes(geo: Geometry, z0: int, z1: int) -> np.ndarray:
     depth = np.broadcast_to((1.0 - rho) * R, shp)                # ~mm below the skin
     leg = depth >= 0
     out[leg] = ID["muscle"]
-    out[leg & (depth < SUBCUTIS_MM)] = ID["fat"]
-    out[leg & (depth < 2.0)] = ID["skin"]
+    out[leg & (depth < geo.subcutis)] = ID["fat"]
+    out[leg & (depth < SKIN_MM)] = ID["skin"]
     _bones_and_joint(out, geo, z, y, x, depth)
     _patella(out, geo, z, y, x, ay)
     if geo.device != "none":
@@ -248,7 +272,7 @@ def _bones_and_joint(out, geo, z, y, x, depth) -> None:
     out[np.broadcast_to(joint, shp)] = ID["synovial_fluid"]
     # quadriceps tendon under the subcutaneous fat, as wide as the patella
     tendon = ((z >= JOINT_BAND_TOP * s) & (z <= TENDON_TOP * s) & (np.abs(x) <= 22.0 * s) & (y > 0)
-              & (depth >= SUBCUTIS_MM) & (depth < SUBCUTIS_MM + TENDON_MM * s))
+              & (depth >= geo.subcutis) & (depth < geo.subcutis + TENDON_MM * s))
     out[tendon & (out == ID["muscle"])] = ID["tendon"]
     # suprapatellar pouch: 2 mm of fluid, 22 mm wide; above the patella under the tendon,
     # with the fat pads between it and the femur
@@ -286,7 +310,8 @@ def _device(out, geo, z, y, x, ax, ay, depth) -> None:
     for side in geo.sides:
         diff = np.abs((ang - SIDES[side] + 180.0) % 360.0 - 180.0)
         sector |= diff <= 50.0
-    over = np.broadcast_to(np.abs(z) <= geo.length / 2, shp) & np.broadcast_to(sector, shp)
+    over = (np.broadcast_to(np.abs(z - geo.device_at) <= geo.length / 2, shp)
+            & np.broadcast_to(sector, shp))
     outside = -depth                                              # mm outside the skin
     band = over & (outside > 0) & (outside <= geo.bandage)
     dev = over & (outside > geo.bandage) & (outside <= geo.device_depth())
