@@ -42,6 +42,7 @@ def _tissue(name):
 def parameters():
     """name -> (low args, high args, range text, source)."""
     m, f, s = _tissue("muscle"), _tissue("fat"), _tissue("skin")
+    contact_high = max(2.0 * _tissue("ice").contact, 0.01)
     perf = lambda t, x: ["--set", f"{t.name}.perfusion={t.perfusion * x:.6g}"]  # noqa: E731
     return {
         "muscle perfusion": (perf(m, 0.5), perf(m, 2.0), "x0.5 .. x2 of IT'IS 37 mL/min/kg",
@@ -55,16 +56,16 @@ def parameters():
         "cold response Q10 (skin, fat, muscle, tendon)": (
             [a for t in (s, f, m, _tissue("tendon")) for a in ("--set", f"{t.name}.q10=2")],
             [a for t in (s, f, m, _tissue("tendon")) for a in ("--set", f"{t.name}.q10=4")],
-            "Q10 2 .. 4 (default 4)",
+            f"Q10 2 .. 4 (default {m.q10:g})",
             "Fiala, Lomas & Stohrer 1999 (J Appl Physiol 87:1957) use Q10 = 2 for basal "
             "metabolism; local skin cooling 34 -> 28 C cut skin blood flow to 42-46 % "
             "(Hodges et al. 2007, Am J Physiol Heart Circ Physiol 293:H3187), Q10 = 3.8"),
         "pack-skin contact resistance": (
-            ["--set", f"ice.contact={_tissue('ice').contact * 0.5:g}"],
-            ["--set", f"ice.contact={_tissue('ice').contact * 2.0:g}"],
-            "x0.5 .. x2 of the fitted 0.04 m2 K/W",
-            "fitted on the skin under ice chips of Oosterveld et al. 1992 "
-            "(benchmarks/knee_validation.py); the range is ours"),
+            ["--set", "ice.contact=0"], ["--set", f"ice.contact={contact_high:g}"],
+            f"0 .. {contact_high:g} m2 K/W (fitted {_tissue('ice').contact:g})",
+            "fitted with the Q10 on the thigh muscle under ice of Otte et al. 2002 "
+            "(benchmarks/knee_validation.py); 0 is perfect contact, the high end (twice the "
+            "fit, at least 0.01) is ours"),
         "vasoconstriction lag": (["--perfusion-lag", "0"], ["--perfusion-lag", "600"],
                                  "0 .. 600 s (default 0)",
                                  "muscle blood flow under cold packs unchanged for 5 min, "

@@ -6,11 +6,11 @@ Scenarios, set up from each study's methods as far as the model can express them
 
 * **Warren et al. 2004 (Am J Sports Med 32:441)**, healthy knees, probe in the
   suprapatellar pouch, no dressing: ice bag 3.3 / 12.8 / 15.2 C at 30 / 60 / 90 min
-  (medians); cryotherapy device 2.2 / 7.1 / 9.7 C. Ice bag: **fit set**; device: held out.
+  (medians); cryotherapy device 2.2 / 7.1 / 9.7 C. Both **held out**.
 * **Oosterveld et al. 1992 (Arthritis Rheum 35:146)**, healthy knees, a probe "inserted into
   the knee joint cavity": ice chips took the joint from 31.9 to 22.5 C and the skin from
-  27.9 to 11.5 C; cold air from 32.9 to 28.8 C. Joint: **held out**; skin: **fit set** of
-  the device couplings (below). The abstract does not say
+  27.9 to 11.5 C; cold air from 32.9 to 28.8 C. Joints and the skin under ice: **held
+  out**; the skin under cold air: **fit set** of the blown air's coefficient (below). The abstract does not say
   where in the cavity the probe sat, how long the cold was applied, or the air's
   temperature and speed: a needle-inserted probe lies in a recess reached from the skin,
   and the suprapatellar pouch is the usual one, so the model's pouch is compared; 30 min
@@ -32,16 +32,18 @@ Scenarios, set up from each study's methods as far as the model can express them
   targets; the drops themselves test how the model's knee rewarms after the operation.
   The model's dressing exists only under a device, so the untreated knees have none.
 
-Healthy knees under ice are the cleanest setting (a steady start, no dressing, no
-irrigation) and Warren's is the only full time course, so the strength of the cold
-response of perfusion (Q10 of skin, fat, muscle and tendon) is fitted there, over 1.5 .. 4,
-by the mean relative error on its three points. The devices' coupling to the skin is
-fitted on measured *skin* temperatures, never on a joint: the contact resistance of a
-bagged pack on Oosterveld's skin under ice chips (it is then also put in series with the
-cryo-cuff's coefficient), and the blown air's coefficient on the skin under cold air. The
-three one-parameter fits are swept twice, since each moves the others' optimum. 4 is about
-what local skin cooling measures: skin blood flow fell to 42-46 % of baseline when the skin was cooled
-from 34 to 28 C (Hodges et al., Am J Physiol Heart Circ Physiol 293 (2007) H3187), i.e.
+No knee is fitted on. The bag's contact resistance and the cold response of perfusion
+(Q10 of skin, fat, muscle and tendon) are fitted together on a muscle study,
+**Otte et al. 2002** (``knee_muscle.py``): the minutes a 750 g crushed-ice bag needs to cool
+the thigh's muscle 1 cm under the fat by 7 C, in four groups of subcutaneous fat (47
+volunteers). The thin-fat groups measure the contact (how fast the cold gets in), the thick
+ones the perfusion that carries heat back (Q10 over 2 .. 4), on a grid of both, by the mean
+relative error over the four groups. The contact applies to every bag and pack, and in
+series with the cryo-cuff's coefficient. **Myrer et al. 2001** (calf muscle at 1 and 3 cm
+under the fat) is held out. The blown air's coefficient is fitted on Oosterveld's skin under
+cold air. 4 is about what local skin cooling measures: skin blood flow fell to 42-46 % of
+baseline when the skin was cooled from 34 to 28 C (Hodges et al., Am J Physiol Heart Circ
+Physiol 293 (2007) H3187), i.e.
 Q10 = 0.45 ** (-10 / 6) = 3.8. Reported: every target of every study with its model value
 and relative error, and whether it lies within the study's spread or +-30 %.
 Writes ``benchmarks/results/knee_validation.json`` and ``.png``.
@@ -61,6 +63,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, os.path.dirname(HERE))
 
+import knee_muscle  # noqa: E402
 from knee_sensitivity import (add_grid_options, grid_of, keep_leg,  # noqa: E402
                               run_summary)
 
@@ -112,18 +115,19 @@ DIFFERENCES = {
         "suprapatellar_pouch@60", (7.1, None, None)),
 }
 
-#: the fits, in order: (name, candidates, [(study, target)] fitted on). Each later fit uses
-#: the earlier ones' results; before its own fit a parameter has its first candidate
-#: (contact 0 = perfect contact; Q10 2 = Fiala's basal law). The Q10 candidates stop at 4,
-#: what local skin cooling measured (Hodges 2007: 3.8), and the air's at 5 W/(m2 K), below
-#: which forced air would transfer less than still air: a fit at either end is a range
-#: limit, not an optimum.
-FITS = (
-    ("ice_contact", (0.0, 0.01, 0.02, 0.04, 0.06, 0.08),
-     [("Oosterveld ice chips", "skin_anterior@30")]),
-    ("air_h", (10.0, 5.0, 20.0, 50.0), [("Oosterveld cold air", "skin_anterior@30")]),
-    ("q10", (2.0, 1.5, 3.0, 4.0), [("Warren ice", t) for t in STUDIES["Warren ice"][3]]),
-)
+#: the fits: the bag's contact and the perfusion's cold response together, on the muscle of
+#: Otte et al. 2002 (the minutes a crushed-ice bag needs to cool the thigh's muscle 1 cm
+#: under the fat by 7 C, in four groups of fat: ``knee_muscle.TARGETS``): the thin groups
+#: measure the contact, the thick ones the perfusion that carries heat back in. Then the
+#: blown air's coefficient on Oosterveld's skin under cold air, with that Q10. No knee
+#: target is fitted on. The Q10 candidates stop at 4, what local skin cooling measured
+#: (Hodges 2007: 3.8), and the air's at 5 W/(m2 K), below which forced air would transfer
+#: less than still air: a fit at an end is a range limit, not an optimum.
+CONTACTS = (0.0, 0.005, 0.01, 0.02, 0.04)
+Q10S = (2.0, 3.0, 4.0)
+AIR_HS = (10.0, 5.0, 20.0, 50.0)
+MUSCLE_FIT = "Otte 2002 thigh"
+AIR_FIT = [("Oosterveld cold air", "skin_anterior@30")]
 
 
 def fitted_args(kind, fitted):
@@ -231,27 +235,31 @@ def plot(d):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_grid_options(ap)
-    ap.add_argument("--sweeps", type=int, default=2,
-                    help="rounds of the one-parameter fits (default 2)")
     a = ap.parse_args(argv)
     grid = grid_of(a)
     t0 = time.time()
-    fitted = {name: cands[0] for name, cands, _ in FITS}
-    fit_targets = {t for _, _, on in FITS for t in on}
-    sweeps = []
-    for sweep in range(1, a.sweeps + 1):      # the fits interact: sweep them again
-        scores = {}
-        sweeps.append(scores)
-        for name, cands, on in FITS:
-            scores[name] = {}
-            for c in cands:
-                trial = dict(fitted, **{name: c})
-                values = {st: model_values(st, trial, grid) for st in {st for st, _ in on}}
-                rel = [abs(values[st][tg] / STUDIES[st][3][tg][0] - 1.0) for st, tg in on]
-                scores[name][c] = sum(rel) / len(rel)
-                print(f"sweep {sweep}: {name} = {c:g}: mean |relative error| on "
-                      f"{on[0][0]} {scores[name][c]:.2f}", flush=True)
-            fitted[name] = min(scores[name], key=scores[name].get)
+    muscle_scores = {}
+    for c in CONTACTS:
+        for q in Q10S:
+            trial = {"ice_contact": c, "q10": q, "air_h": AIR_HS[0]}
+            muscle_scores[(c, q)] = knee_muscle.fit_error(fitted_args("ice", trial), grid,
+                                                          MUSCLE_FIT)
+            print(f"contact {c:g}, Q10 {q:g}: mean |relative error| on {MUSCLE_FIT} "
+                  f"{muscle_scores[(c, q)]:.3f}", flush=True)
+    contact, q10 = min(muscle_scores, key=muscle_scores.get)
+    fitted = {"ice_contact": contact, "q10": q10, "air_h": AIR_HS[0]}
+    air_scores = {}
+    for h in AIR_HS:
+        trial = dict(fitted, air_h=h)
+        values = {st: model_values(st, trial, grid) for st, _ in AIR_FIT}
+        rel = [abs(values[st][tg] / STUDIES[st][3][tg][0] - 1.0) for st, tg in AIR_FIT]
+        air_scores[h] = sum(rel) / len(rel)
+        print(f"air_h = {h:g}: mean |relative error| on {AIR_FIT[0][0]} {air_scores[h]:.2f}",
+              flush=True)
+    fitted["air_h"] = min(air_scores, key=air_scores.get)
+    fit_targets = set(AIR_FIT)
+    muscle_on = [(MUSCLE_FIT, f"skinfold {lo}-{hi} mm: {kind}")
+                 for st, (lo, hi), _, kind, _, _ in knee_muscle.TARGETS if st == MUSCLE_FIT]
     table, curves, values = [], {}, {}
     for study in STUDIES:
         curves[study] = {}
@@ -263,6 +271,15 @@ def main(argv=None):
         table += errors(study, values[study])
     for r in table:
         r["fit"] = (r["study"], r["target"]) in fit_targets
+    # the muscle studies, with the fitted couplings (Otte's rows are the fit)
+    for r in knee_muscle.rows(fitted_args("ice", fitted), grid, bands=False):
+        lo, hi = r["skinfold_mm"]
+        sd = r["sd"]
+        table.append({"study": r["study"], "target": f"skinfold {lo}-{hi} mm: {r['target']}",
+                      "measured": r["measured"], "model": r["model"],
+                      "spread": [r["measured"] - sd, r["measured"] + sd] if sd else [None, None],
+                      "relative_error": r["relative_error"], "within": r["within"],
+                      "fit": r["study"] == MUSCLE_FIT})
     # the post-operative targets at the ends of the assumed arthroscopy's range
     post_op = [st for st in STUDIES if "--arthroscopy" in STUDIES[st][1]]
     arthroscopy = {}
@@ -272,15 +289,22 @@ def main(argv=None):
         arthroscopy[minutes] = [{"study": st, "target": tg, "model": v}
                                 for st in vals for tg, v in vals[st].items()]
     for r in table:
+        model = "never" if r["model"] is None else f"{r['model']:5.1f}"
+        rel = "" if r["relative_error"] is None else f"({100 * r['relative_error']:+4.0f} %)"
         print(f"{r['study']:42s} {r['target']:24s} measured {r['measured']:5.1f} model "
-              f"{r['model']:5.1f} ({100 * r['relative_error']:+4.0f} %) "
-              f"{'ok' if r['within'] else 'OUT'}{' (fit)' if r['fit'] else ''}")
+              f"{model} {rel} {'ok' if r['within'] else 'OUT'}{' (fit)' if r['fit'] else ''}")
     held = [r for r in table if not r["fit"]]
     d = {"command": "python benchmarks/knee_validation.py " + " ".join(argv or sys.argv[1:]),
          "machine": {"host": platform.node(), "cpus": os.cpu_count()},
-         "grid": keep_leg(grid, []), "sweeps": a.sweeps,
-         "fits": [{"parameter": n, "fitted_on": on, "value": fitted[n],
-                   "scores_per_sweep": [sw[n] for sw in sweeps]} for n, _, on in FITS],
+         "grid": keep_leg(grid, []),
+         "fits": [{"parameter": "ice_contact", "fitted_on": muscle_on, "value": contact,
+                   "jointly_with": "q10"},
+                  {"parameter": "q10", "fitted_on": muscle_on, "value": q10,
+                   "jointly_with": "ice_contact"},
+                  {"parameter": "air_h", "fitted_on": AIR_FIT, "value": fitted["air_h"],
+                   "scores": {f"{h:g}": v for h, v in air_scores.items()}}],
+         "muscle_fit_scores": [{"ice_contact": c, "q10": q, "mean_abs_relative_error": v}
+                               for (c, q), v in muscle_scores.items()],
          "fitted": fitted, "table": table,
          "arthroscopy": {"assumed_min": ARTHROSCOPY, "range": arthroscopy},
          "held_out_within": sum(r["within"] for r in held), "held_out_targets": len(held),

@@ -210,14 +210,18 @@ def knee_sensitivity(d):
 
 def knee_validation(d):
     rows = [[r["study"], r["target"], "fit" if r.get("fit") else "held out",
-             _g(r["measured"]), _g(r["model"]), f"{100 * r['relative_error']:+.0f} %",
+             _g(r["measured"]), "never" if r["model"] is None else _g(r["model"]),
+             "–" if r["relative_error"] is None else f"{100 * r['relative_error']:+.0f} %",
              "yes" if r["within"] else "no"] for r in d["table"]]
     fits = "; ".join(f"{f['parameter']} = {_g(f['value'])} (fitted on "
-                     + ", ".join(f"{st} {tg}" for st, tg in f["fitted_on"]) + ")"
-                     for f in d["fits"])
+                     + ", ".join(dict.fromkeys(st for st, _ in f["fitted_on"]))
+                     + f", {len(f['fitted_on'])} target(s)"
+                     + (f", jointly with {f['jointly_with']}" if f.get("jointly_with") else "")
+                     + ")" for f in d["fits"])
     out = (f"Fitted: {fits}. Held out: {d['held_out_within']} of {d['held_out_targets']} "
-           f"targets within their spread or ±30 %. A rise is a negative drop.\n\n"
-           + _table(["study", "target", "role", "measured drop C", "model drop C", "error",
+           f"targets within their spread or ±30 %. A rise is a negative drop; the muscle "
+           f"studies' targets are in minutes or C as named.\n\n"
+           + _table(["study", "target", "role", "measured", "model", "error",
                      "within"], rows))
     arth = d.get("arthroscopy")
     if arth:            # the post-operative targets at the ends of the assumed duration
@@ -260,9 +264,9 @@ def knee_muscle(d):
              "–" if r["relative_error"] is None else f"{100 * r['relative_error']:+.0f} %",
              "yes" if r["within"] else "no"] for r in d["rows"]]
     fit = ", ".join(f"{k} = {_g(v)}" for k, v in d["fitted"].items())
-    return (f"All held out (the couplings fitted by the knee validation: {fit}). "
-            f"{d['within']} of {d['targets']} targets within the study's SD (Otte) or ±30 % "
-            f"(Myrer). Model band: the group's skinfold range.\n\n"
+    return (f"The model's default couplings ({fit}) are the knee validation's fit on Otte's "
+            f"groups; Myrer's targets are held out. {d['within']} of {d['targets']} targets "
+            f"within the study's SD or ±30 %. Model band: the group's skinfold range.\n\n"
             + _table(["study", "skinfold mm", "subcutis mm", "point", "target", "measured",
                       "model", "model band", "error", "within"], rows))
 
