@@ -8,7 +8,9 @@ numba caches compiled kernels beside their source file and records the name of t
 that compiled them, so two names over one file let a run from the checkout leave cache
 entries that a run elsewhere (``pyfw-rubik``, ``python -m pyfw.apps.rubik``) cannot load
 ("No module named 'apps'"). Two copies would also hold two sets of tables and two classes
-for every type.
+for every type. The alias also works the other way round: a process that imports
+``pyfw.apps`` first (from anywhere) resolves ``apps.X`` to it, so entries cached under the
+checkout's names by an older version still load.
 """
 import importlib
 import importlib.util
@@ -20,16 +22,18 @@ import sys as _sys
 _os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
 INSTALLED = "pyfw.apps"
+ALIAS = "apps"
 
 
 class _SameModule:
     """Meta-path finder and loader: ``apps.X`` is the already imported ``pyfw.apps.X``."""
+    pyfw_alias = True
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if not name.startswith(__name__ + "."):
+        if not name.startswith(ALIAS + "."):
             return None
-        real = importlib.util.find_spec(INSTALLED + name[len(__name__):])
+        real = importlib.util.find_spec(INSTALLED + name[len(ALIAS):])
         if real is None:
             return None
         spec = importlib.util.spec_from_loader(name, _SameModule, origin=real.origin,
@@ -52,7 +56,7 @@ class _SameModule:
     @staticmethod
     def get_code(name):
         """The module's code object (``runpy``: ``python -m apps.rubik``)."""
-        real = INSTALLED + name[len(__name__):]
+        real = INSTALLED + name[len(ALIAS):]
         return importlib.util.find_spec(real).loader.get_code(real)
 
 
@@ -69,8 +73,24 @@ def _same_files_installed():
     return importlib.import_module(INSTALLED)
 
 
-if __name__ != INSTALLED:
+def _is_checkout():
+    """This directory is a checkout's ``apps`` beside its ``pyfw`` (not site-packages)."""
+    here = _os.path.dirname(_os.path.realpath(__file__))
+    return (_os.path.basename(here) == ALIAS and
+            _os.path.isfile(_os.path.join(_os.path.dirname(here), "pyfw", "__init__.py")))
+
+
+def _install_alias(module):
+    if not any(getattr(f, "pyfw_alias", False) for f in _sys.meta_path):
+        _sys.meta_path.insert(0, _SameModule)
+    _sys.modules[ALIAS] = module
+
+
+if __name__ == ALIAS:
     _installed = _same_files_installed()
     if _installed is not None:
-        _sys.meta_path.insert(0, _SameModule)
-        _sys.modules[__name__] = _installed     # ``import apps`` binds pyfw.apps
+        _install_alias(_installed)              # ``import apps`` binds pyfw.apps
+elif __name__ == INSTALLED and ALIAS not in _sys.modules and _is_checkout():
+    # an editable install imported by its installed name: the checkout's name is this module
+    # too (never for an install into site-packages, where ``apps`` may be another project's)
+    _install_alias(_sys.modules[INSTALLED])

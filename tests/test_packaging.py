@@ -62,7 +62,8 @@ def test_checkout_name_is_the_installed_module_so_numba_caches_load_anywhere(tmp
     """In an editable install ``apps.X`` and ``pyfw.apps.X`` are one file. Numba caches a
     kernel beside its file under the name of the module that compiled it, so a checkout run
     that compiled as ``apps.*`` left entries a run from elsewhere could not load ("No module
-    named 'apps'"). ``apps.X`` must be the module ``pyfw.apps.X`` itself."""
+    named 'apps'"). ``apps.X`` must be the module ``pyfw.apps.X`` itself, whichever name a
+    process imports first."""
     where = subprocess.run(
         [sys.executable, "-c", "import importlib.util as u; print(u.find_spec('pyfw.apps').origin)"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -79,6 +80,10 @@ def test_checkout_name_is_the_installed_module_so_numba_caches_load_anywhere(tmp
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert list((tmp_path / "numba").rglob("*.nbi")), "the checkout run cached no kernel"
-    out = subprocess.run([sys.executable, "-c", "import pyfw.apps.rubik.coords"],
+    # from elsewhere, importing pyfw.apps first: the checkout's name resolves to it too (so
+    # entries an older version cached under "apps.*" load)
+    elsewhere = ("import pyfw.apps.rubik.coords as b, apps.rubik.coords as a, apps, pyfw.apps\n"
+                 "assert a is b and apps is pyfw.apps")
+    out = subprocess.run([sys.executable, "-c", elsewhere],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
