@@ -44,8 +44,8 @@ shares with a different conducting tissue; a boundary tissue with ``k = 0`` puts
 series with its ``h`` (a conducting tissue's contact does not apply towards the air). A
 pack in a bag, or crushed ice with air pockets, does not touch the skin everywhere
 (``--set ice.contact=0.01`` is a contact conductance of 100 W/(m^2 K)). The
-packs and the cuff have ``ICE_CONTACT``, fitted by the validation benchmark to a measured
-skin temperature drop under ice; every tissue has 0 (perfect contact).
+packs and the cuff have ``ICE_CONTACT``, fitted by the validation benchmark on muscle
+cooled under a bag of crushed ice (it fits 0); every tissue has 0 (perfect contact).
 
 "boundary" tissues are not updated: they hold a fixed temperature (air at ambient, a cryo-cuff
 at its liquid temperature) and exchange heat with a neighbouring conducting voxel through a
