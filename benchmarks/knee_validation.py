@@ -258,8 +258,8 @@ def main(argv=None):
               flush=True)
     fitted["air_h"] = min(air_scores, key=air_scores.get)
     fit_targets = set(AIR_FIT)
-    muscle_on = [(MUSCLE_FIT, f"skinfold {lo}-{hi} mm: {kind}")
-                 for st, (lo, hi), _, kind, _, _ in knee_muscle.TARGETS if st == MUSCLE_FIT]
+    muscle_on = [(MUSCLE_FIT, f"{point}, skinfold {lo}-{hi} mm: {kind}")
+                 for st, (lo, hi), point, kind, _, _ in knee_muscle.TARGETS if st == MUSCLE_FIT]
     table, curves, values = [], {}, {}
     for study in STUDIES:
         curves[study] = {}
@@ -275,7 +275,8 @@ def main(argv=None):
     for r in knee_muscle.rows(fitted_args("ice", fitted), grid, bands=False):
         lo, hi = r["skinfold_mm"]
         sd = r["sd"]
-        table.append({"study": r["study"], "target": f"skinfold {lo}-{hi} mm: {r['target']}",
+        table.append({"study": r["study"],
+                      "target": f"{r['point']}, skinfold {lo}-{hi} mm: {r['target']}",
                       "measured": r["measured"], "model": r["model"],
                       "spread": [r["measured"] - sd, r["measured"] + sd] if sd else [None, None],
                       "relative_error": r["relative_error"], "within": r["within"],

@@ -1,4 +1,5 @@
 """The namespace test bed: ranks on distinct nodes over TCP (skips where netns is unavailable)."""
+import os
 import subprocess
 import sys
 
@@ -61,3 +62,22 @@ def test_down_leaves_a_test_bed_whose_prefix_starts_the_same_alone():
         other.down()
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert "pfwtx" not in links
+
+
+def test_job_shims_call_the_real_mpiexec_not_themselves():
+    """A batch job on the test bed puts its shim directory first on PATH. Where no mpiexec
+    sits beside Python (a venv over a system Open MPI), the shim's own lookup found the shim
+    and called itself until the job's timeout: the shims carry the real mpiexec."""
+    import shutil
+
+    from pyfw.launch import find_mpiexec
+    from pyfw.testbed.cli import _shim_dir
+    d = _shim_dir("pfwt", {})
+    try:
+        for name in ("mpiexec", "mpirun"):
+            text = open(os.path.join(d, "bin", name)).read()
+            assert f'PYFW_MPIEXEC="${{PYFW_MPIEXEC:-{find_mpiexec()}}}"' in text
+            assert text.index("export PYFW_MPIEXEC") < text.index("exec ")
+        assert os.path.dirname(find_mpiexec()) != os.path.join(d, "bin")
+    finally:
+        shutil.rmtree(d)

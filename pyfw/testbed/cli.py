@@ -69,9 +69,14 @@ def _shim_dir(prefix: str, info: dict) -> str:
     d = tempfile.mkdtemp(prefix=f"pyfw-cluster-{prefix}-")
     bindir = os.path.join(d, "bin")
     os.makedirs(bindir)
+    from ..launch import find_mpiexec
     me = f"{shlex.quote(sys.executable)} -m pyfw.testbed.cli --prefix {prefix}"
-    scripts = {"mpiexec": f"#!/bin/sh\nexec {me} _mpiexec \"$@\"\n",
-               "mpirun": f"#!/bin/sh\nexec {me} _mpiexec \"$@\"\n",
+    # the real mpiexec, found now: inside the job this directory comes first on PATH, and
+    # where no mpiexec sits beside Python (a venv over a system Open MPI) the shim would
+    # find itself there and call itself until the job's timeout
+    real = f'export PYFW_MPIEXEC="${{PYFW_MPIEXEC:-{find_mpiexec()}}}"\n'
+    scripts = {"mpiexec": f"#!/bin/sh\n{real}exec {me} _mpiexec \"$@\"\n",
+               "mpirun": f"#!/bin/sh\n{real}exec {me} _mpiexec \"$@\"\n",
                "srun": f"#!/bin/sh\nexec {me} _srun \"$@\"\n",
                "python": f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n",
                "activate": f"export PATH={shlex.quote(bindir)}:$PATH\n"}
