@@ -171,29 +171,41 @@ def main(argv=None, out=None):
     args.heuristic = comm.mpi.bcast(choice, root=0) if comm.size > 1 else choice
     if args.build_tables:
         return _build_tables(args, out)
-    split = args.split if args.split == "adaptive" else int(args.split)
-
     beat = _Heartbeat()
+    if comm.size == 1 or args.serial:
+        return _solve_serial(cube, args, beat, out)
+    return _solve_on_farm(cube, args, beat, out)
 
-    def progress(it):        # long solves: each finished iteration as it completes (stderr,
-        beat.bound = it.bound + 1          # so --json output on stdout stays clean)
+
+def _on_iteration(beat):
+    """Progress of a long solve: each finished iteration as it completes (on stderr, so
+    --json output on stdout stays clean); the heartbeat names the bound being searched."""
+    def progress(it):
+        beat.bound = it.bound + 1
         print(f"  ... bound {it.bound}: {it.generated:,} nodes, {it.seconds:.2f} s",
               file=sys.stderr, flush=True)
+    return progress
+
+
+def _solve_serial(cube, args, beat, out):
+    tables = Heuristic(args.heuristic, args.cache_dir, progress=True,
+                       max_depth=args.table_depth, log=_log, inverse=args.inverse,
+                       memory=args.table_memory)
+    t0 = time.perf_counter()
+    with beat:
+        res = Solver(tables=tables).solve(cube, max_length=args.prove_depth,
+                                          all_solutions=args.all,
+                                          on_iteration=_on_iteration(beat),
+                                          symmetry=args.symmetry)
+    res.seconds = time.perf_counter() - t0
+    _report(cube, res, args, out)
+    return 0
+
+
+def _solve_on_farm(cube, args, beat, out):
     from pyfw.farm import Farm
-    size = comm.size
-    if size == 1 or args.serial:
-        tables = Heuristic(args.heuristic, args.cache_dir, progress=True,
-                           max_depth=args.table_depth, log=_log, inverse=args.inverse,
-                           memory=args.table_memory)
-        t0 = time.perf_counter()
-        with beat:
-            res = Solver(tables=tables).solve(cube, max_length=args.prove_depth,
-                                              all_solutions=args.all, on_iteration=progress,
-                                              symmetry=args.symmetry)
-        res.seconds = time.perf_counter() - t0
-        _report(cube, res, args, out)
-        return 0
     from .parallel import preload, solve_parallel
+    split = args.split if args.split == "adaptive" else int(args.split)
     with Farm(None, setup=preload,
               setup_args=(args.heuristic, args.cache_dir, args.table_depth,
                           args.inverse, args.table_memory)) as farm:
@@ -207,6 +219,6 @@ def main(argv=None, out=None):
                                      symmetry=args.symmetry,
                                      cache_dir=args.cache_dir,
                                      max_depth=args.table_depth, tables=tables,
-                                     on_iteration=progress)
+                                     on_iteration=_on_iteration(beat))
             _report(cube, res, args, out)
     return 0
