@@ -89,7 +89,7 @@ def parameters():
                                               "post-operative dressings of 1-2 mm"),
         "skin and fat over the pouch": (["--subcutis", "6"], ["--subcutis", "16"],
                                         "6 .. 16 mm (default 10)",
-                                        "half the anterior-thigh skinfolds of 11-32 mm, "
+                                        "half the anterior-thigh skinfolds of 12-32 mm, "
                                         "the middle of the 0-40 mm of Otte et al.'s 47 "
                                         "volunteers (Arch Phys Med Rehabil 83 (2002) 1501)"),
         "skin-air coefficient": (["--h-air", "5"], ["--h-air", "20"], "5 .. 20 W/(m2 K)",
