@@ -354,18 +354,20 @@ def _config_ratios(a, b):
 
 def rubik_heuristic(d):
     s = d["summary"]
-    out = [f"Median serial solve {_g(s['direct']['median_seconds'])} s with the position only, "
-           f"{_g(s['inverse']['median_seconds'])} s with the inverse too; nodes divided by "
+    a, b = d.get("sides", ("direct", "inverse"))
+    la, lb = d.get("labels", ("position only", "with inverse"))
+    out = [f"Median serial solve {_g(s[a]['median_seconds'])} s ({la}), "
+           f"{_g(s[b]['median_seconds'])} s ({lb}); nodes divided by "
            f"{_g(s['median_nodes_ratio'])} (median; geometric mean {_g(s['geomean_nodes_ratio'])}, "
            f"{_g(s['min_nodes_ratio'])}–{_g(s['max_nodes_ratio'])}), time by "
            f"{_g(s['median_time_ratio'])} (geometric mean {_g(s['geomean_time_ratio'])}, "
            f"{_g(s['min_time_ratio'])}–{_g(s['max_time_ratio'])}); slowest cube "
-           f"{_g(s['direct']['max_seconds'])} s -> {_g(s['inverse']['max_seconds'])} s.\n"]
-    out.append(_table(["seed", "moves", "position only s", "nodes", "with inverse s", "nodes",
+           f"{_g(s[a]['max_seconds'])} s -> {_g(s[b]['max_seconds'])} s.\n"]
+    out.append(_table(["seed", "moves", f"{la} s", "nodes", f"{lb} s", "nodes",
                        "nodes ratio", "time ratio"],
-                      [[c["seed"], c["length"], _g(c["direct"]["seconds"]),
-                        _g(c["direct"]["generated"]), _g(c["inverse"]["seconds"]),
-                        _g(c["inverse"]["generated"]), _g(c["nodes_ratio"]),
+                      [[c["seed"], c["length"], _g(c[a]["seconds"]),
+                        _g(c[a]["generated"]), _g(c[b]["seconds"]),
+                        _g(c[b]["generated"]), _g(c["nodes_ratio"]),
                         _g(c["time_ratio"])] for c in d["cubes"]]))
     return "\n\n".join(out)
 
@@ -452,6 +454,9 @@ SECTIONS = [
      "python benchmarks/rubik_bench.py", rubik_bench),
     ("Rubik: lookups on the inverse position", "rubik_heuristic.json",
      "python benchmarks/rubik_heuristic.py", rubik_heuristic),
+    ("Rubik: skipping the moves tight inverse values rule out", "rubik_tight.json",
+     "python benchmarks/rubik_heuristic.py --compare tight --seeds 10-29 "
+     "--out benchmarks/results/rubik_tight", rubik_heuristic),
     ("Rubik: two workers against one on random cubes", "rubik_speedup*.json",
      "python benchmarks/rubik_speedup.py", rubik_speedup),
     ("Rubik: work stealing against whole subtrees", "rubik_steal.json",

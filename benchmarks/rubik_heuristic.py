@@ -1,15 +1,18 @@
-"""The huge table with and without lookups on the inverse position, on the same cubes.
+"""The huge table's search with and without one of its refinements, on the same cubes.
 
-    python benchmarks/rubik_heuristic.py [--seeds 0-19] [--heuristic huge]
+    python benchmarks/rubik_heuristic.py [--seeds 0-19] [--heuristic huge] [--compare inverse]
+    python benchmarks/rubik_heuristic.py --compare tight --seeds 10-29 --out benchmarks/results/rubik_tight
 
-Every cube ``Cube.random(seed)`` (seeds fixed here) is solved optimally in one process twice,
-once looking the table up on the position only (``inverse=False``, the heuristic before the
-inverse lookups) and once on the position and its inverse (the default), alternating which
-goes first from cube to cube so that the shared machine's drift hits both alike. Tables are
-loaded and the JIT is warm before the clock starts. Reported per cube: length, nodes
-generated, table probes, wall and CPU seconds of each; over all cubes: medians, the nodes
-and time ratios (median and geometric mean) and the slowest cube of each. Writes
-``benchmarks/results/rubik_heuristic.json`` and ``.png``.
+``--compare inverse``: the table looked up on the position only (``inverse=False``)
+against the position and its inverse (the default). ``--compare tight``: with the inverse
+lookups, the search expanding every node by all its moves (``tight=False``) against
+skipping the moves that tight inverse values rule out (the default; see
+``apps.rubik.search.SubtreeSearch``). Every cube ``Cube.random(seed)`` is solved optimally
+in one process by both, alternating which goes first from cube to cube so that the shared
+machine's drift hits both alike. Tables are loaded and the JIT is warm before the clock
+starts. Reported per cube: length, nodes generated, wall and CPU seconds of each; over all
+cubes: medians, the nodes and time ratios (median and geometric mean) and the slowest cube
+of each. Writes ``<out>.json`` and ``.png`` (default ``benchmarks/results/rubik_heuristic``).
 """
 from __future__ import annotations
 
@@ -39,7 +42,16 @@ def solve(h, cube):
             "nodes_per_second": r.generated / wall}
 
 
-def summarise(cubes):
+#: --compare -> (the two sides' keys, their labels, Heuristic settings of each)
+COMPARISONS = {
+    "inverse": (("direct", "inverse"), ("position only", "with inverse"),
+                (dict(inverse=False), dict(inverse=True))),
+    "tight": (("loose", "tight"), ("every move", "tight moves skipped"),
+              (dict(inverse=True, tight=False), dict(inverse=True, tight=True))),
+}
+
+
+def summarise(cubes, sides=("direct", "inverse")):
     def side(k):
         secs = [c[k]["seconds"] for c in cubes]
         slow = max(cubes, key=lambda c: c[k]["seconds"])
@@ -50,7 +62,7 @@ def summarise(cubes):
                                                              for c in cubes)}
     nodes = [c["nodes_ratio"] for c in cubes]
     times = [c["time_ratio"] for c in cubes]
-    return {"cubes": len(cubes), "direct": side("direct"), "inverse": side("inverse"),
+    return {"cubes": len(cubes), sides[0]: side(sides[0]), sides[1]: side(sides[1]),
             "median_nodes_ratio": statistics.median(nodes), "geomean_nodes_ratio": geomean(nodes),
             "min_nodes_ratio": min(nodes), "max_nodes_ratio": max(nodes),
             "median_time_ratio": statistics.median(times), "geomean_time_ratio": geomean(times),
@@ -59,23 +71,23 @@ def summarise(cubes):
                         for n in sorted({c["length"] for c in cubes})}}
 
 
-def plot(cubes, path):
+def plot(cubes, path, sides=("direct", "inverse"), labels=("position only", "with inverse")):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 4))
     xs = [c["seed"] for c in cubes]
-    ax.bar([x - 0.2 for x in xs], [c["direct"]["seconds"] for c in cubes], width=0.4,
-           label="position only")
-    ax.bar([x + 0.2 for x in xs], [c["inverse"]["seconds"] for c in cubes], width=0.4,
-           label="position and inverse")
+    ax.bar([x - 0.2 for x in xs], [c[sides[0]]["seconds"] for c in cubes], width=0.4,
+           label=labels[0])
+    ax.bar([x + 0.2 for x in xs], [c[sides[1]]["seconds"] for c in cubes], width=0.4,
+           label=labels[1])
     ax.set_yscale("log")
     ax.set_xticks(xs)
     ax.set_xticklabels([f"{c['seed']}\n{c['length']} mv" for c in cubes], fontsize=8)
     ax.set_xlabel("cube (Cube.random seed, optimal length)")
     ax.set_ylabel("serial optimal solve, s")
-    ax.set_title("huge table, one process: lookups on the inverse too")
-    ax.set_ylim(top=3 * max(c["direct"]["seconds"] for c in cubes))   # room for the legend
+    ax.set_title(f"huge table, one process: {labels[0]} against {labels[1]}")
+    ax.set_ylim(top=3 * max(c[sides[0]]["seconds"] for c in cubes))   # room for the legend
     ax.legend(fontsize=8, loc="upper left", ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -86,46 +98,51 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--heuristic", default="huge", choices=("huge", "phase1"))
+    ap.add_argument("--compare", default="inverse", choices=sorted(COMPARISONS))
+    ap.add_argument("--cache-dir", default=None,
+                    help="table cache (default: the solver's, PYFW_RUBIK_CACHE)")
     ap.add_argument("--out", default=os.path.join(RESULTS, "rubik_heuristic"))
     a = ap.parse_args(argv)
     from apps.rubik import Cube, Heuristic
+    sides, labels, settings = COMPARISONS[a.compare]
     seeds = seed_range(a.seeds)
     t0 = time.time()
-    direct = Heuristic(a.heuristic, progress=False, inverse=False)
-    both = Heuristic(a.heuristic, progress=False, inverse=True)
-    for h in (direct, both):                                     # JIT and first page-ins
+    heur = {k: Heuristic(a.heuristic, a.cache_dir, progress=False, **kw)
+            for k, kw in zip(sides, settings)}
+    for h in heur.values():                                      # JIT and first page-ins
         solve(h, Cube.from_moves("R U F D' L2 B"))
     cubes = []
     for k, seed in enumerate(seeds):
         cube = Cube.random(seed)
         runs = {}
-        for name, h in (("direct", direct), ("inverse", both))[::1 if k % 2 == 0 else -1]:
-            runs[name] = solve(h, cube)
-        d, i = runs["direct"], runs["inverse"]
+        for name in sides[::1 if k % 2 == 0 else -1]:
+            runs[name] = solve(heur[name], cube)
+        d, i = runs[sides[0]], runs[sides[1]]
         assert d["length"] == i["length"], (seed, d, i)
-        c = {"seed": seed, "length": d["length"], "direct": d, "inverse": i,
+        c = {"seed": seed, "length": d["length"], sides[0]: d, sides[1]: i,
              "nodes_ratio": d["generated"] / i["generated"],
              "time_ratio": d["seconds"] / i["seconds"]}
         cubes.append(c)
-        print(f"seed {seed}: {c['length']} moves, position only {d['seconds']:.1f} s "
-              f"({d['generated'] / 1e6:.0f} M nodes), with inverse {i['seconds']:.1f} s "
+        print(f"seed {seed}: {c['length']} moves, {labels[0]} {d['seconds']:.1f} s "
+              f"({d['generated'] / 1e6:.0f} M nodes), {labels[1]} {i['seconds']:.1f} s "
               f"({i['generated'] / 1e6:.0f} M): nodes /{c['nodes_ratio']:.2f}, "
               f"time /{c['time_ratio']:.2f}", flush=True)
-    s = summarise(cubes)
-    print(f"median solve {s['direct']['median_seconds']:.1f} s -> "
-          f"{s['inverse']['median_seconds']:.1f} s; nodes / {s['median_nodes_ratio']:.2f} "
+    s = summarise(cubes, sides)
+    print(f"median solve {s[sides[0]]['median_seconds']:.1f} s -> "
+          f"{s[sides[1]]['median_seconds']:.1f} s; nodes / {s['median_nodes_ratio']:.2f} "
           f"(geo-mean {s['geomean_nodes_ratio']:.2f}), time / {s['median_time_ratio']:.2f} "
-          f"(geo-mean {s['geomean_time_ratio']:.2f}); slowest {s['direct']['max_seconds']:.0f} s "
-          f"-> {s['inverse']['max_seconds']:.0f} s")
+          f"(geo-mean {s['geomean_time_ratio']:.2f}); slowest "
+          f"{s[sides[0]]['max_seconds']:.0f} s -> {s[sides[1]]['max_seconds']:.0f} s")
     d = {"command": "python benchmarks/rubik_heuristic.py " + " ".join(argv or sys.argv[1:]),
          "machine": {"host": platform.node(), "cores": os.cpu_count(),
                      "load": os.getloadavg()[0]},
-         "heuristic": a.heuristic, "seeds": seeds, "cubes": cubes, "summary": s,
+         "heuristic": a.heuristic, "compare": a.compare, "sides": list(sides),
+         "labels": list(labels), "seeds": seeds, "cubes": cubes, "summary": s,
          "seconds": time.time() - t0}
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out + ".json", "w") as fh:
         json.dump(d, fh, indent=1)
-    plot(cubes, a.out + ".png")
+    plot(cubes, a.out + ".png", sides, labels)
     return 0
 
 

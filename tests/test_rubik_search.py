@@ -102,14 +102,27 @@ def test_heuristics_are_admissible_along_random_walks(name, walks):
 
 def _reference_ida(h, cube, bound):
     """Plain recursive IDA* iteration in Python with full heuristic lookups on every
-    generated node (h.h: all three axes, de Bondt's +1): (generated, expanded)."""
+    generated node (h.h: all three axes, de Bondt's +1): (generated, expanded). With
+    ``h.inverse and h.tight``, a node whose inverse (Cube.inverse) is on some axis as far
+    from that axis's target subgroup as the moves left is not expanded by the moves of
+    that subgroup (those leaving the solved cube's value on that axis at 0)."""
     gen = exp = 0
+    tight = h.inverse and h.tight
+    in_h = [{m for m in range(18) if h.tables.parts(Cube.from_moves([m]))[a] == 0}
+            for a in range(3)]
 
     def visit(c, g, last):
         nonlocal gen, exp
         exp += 1
+        skip = set()
+        if tight:
+            for a, v in enumerate(h.tables.parts(c.inverse())):
+                if v >= bound - g:
+                    skip |= in_h[a]
         for m in range(18):
             if last is not None and (m // 3 == last or (m // 3) % 3 == last % 3 and m // 3 < last):
+                continue
+            if m in skip:
                 continue
             gen += 1
             x = c.apply([m])
@@ -128,17 +141,50 @@ def _without_inverse(h):
     return h2
 
 
-@pytest.mark.parametrize("inverse", [True, False])
-def test_lazy_lookups_generate_the_nodes_of_full_lookups(inverse):
-    """The kernel skips lookups that cannot change the outcome and follows the inverse
-    position move by move; a plain IDA* that looks every node up (the inverse through
-    Cube.inverse) must generate and expand exactly the same nodes."""
+def _without_tight(h):
+    h2 = copy.copy(h)
+    h2.tight = False
+    return h2
+
+
+@pytest.mark.parametrize("inverse,tight", [(True, True), (True, False), (False, False)])
+def test_lazy_lookups_generate_the_nodes_of_full_lookups(inverse, tight):
+    """The kernel skips lookups that cannot change the outcome, follows the inverse
+    position move by move and skips the moves tight inverse values rule out; a plain IDA*
+    that looks every node up (the inverse through Cube.inverse) must generate and expand
+    exactly the same nodes."""
     for name in ("phase1", "huge"):
         try:
             h = naive.heuristic(name)
         except pytest.skip.Exception:
             continue
-        _lazy_equals_full(h if inverse else _without_inverse(h))
+        h = h if inverse else _without_inverse(h)
+        _lazy_equals_full(h if tight else _without_tight(h))
+
+
+def test_tight_inverse_values_cut_nodes_and_keep_every_optimal_solution():
+    """The moves skipped at tight nodes lead to no solution of the bound's length: with
+    and without the rule, an iteration finds the same set of solutions (all of them), and
+    the rule generates fewer nodes."""
+    h = naive.heuristic("phase1")
+    loose = _without_tight(h)
+    cut = 0
+    for seq in _scrambles(3, 8, 9, seed=13):
+        cube = Cube.from_moves(seq)
+        bound = Solver(tables=h).solve(cube).length
+        found, gen = [], []
+        for tables in (h, loose):
+            s = SubtreeSearch(tables.tables, cube, [], bound, tight=tables.tight)
+            sols = []
+            while (st := s.step(1 << 30)) != DONE:
+                if st == FOUND:
+                    sols.append(tuple(s.solution))
+            found.append(sorted(sols))
+            gen.append(s.generated)
+        assert found[0] == found[1] and found[0]
+        assert gen[0] <= gen[1]
+        cut += gen[1] - gen[0]
+    assert cut > 0
 
 
 def test_the_search_follows_the_inverse_position_on_every_axis():
@@ -179,7 +225,7 @@ def _lazy_equals_full(h):
     for i, seq in enumerate(_scrambles(3, 9, 10, seed=21)):
         cube = Cube.from_moves(seq)
         b = h.h(cube) + 1 + (i == 0)
-        s = SubtreeSearch(h.tables, cube, [], b, inverse=h.inverse)
+        s = SubtreeSearch(h.tables, cube, [], b, inverse=h.inverse, tight=h.tight)
         s.run(1 << 30)
         while s.step(1 << 30) != DONE:      # all solutions: the whole iteration
             pass

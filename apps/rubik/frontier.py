@@ -59,8 +59,9 @@ class Frontier:
         while stack:
             p = stack.pop()
             last = p[-1] // 3 if p else None
+            skip = self.h.skip_after(self.cube, p, bound)   # as the kernel skips them
             for m in range(18):
-                if not allowed(last, m // 3):
+                if not allowed(last, m // 3) or (skip >> m) & 1:
                     continue
                 q = p + [m]
                 if self.symmetry is not None and not self.symmetry.keeps(q):

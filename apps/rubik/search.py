@@ -171,12 +171,14 @@ def _replay_solved(rcp, rco, rep, reo, mv, sp, m, mcp, mco, mep, meo):
 # Row layout of a phase-1 node: flip, slice, twist of axis 0, 1, 2 (columns 0..8), the
 # corner permutation (9, only kept with the corner table), then upper bounds of the
 # node's axis values and corner value (10..13), then two words per axis frame from which
-# the inverse position's coordinates follow (14..19, see :mod:`.inverse`). Every table
-# here is an exact distance in a quotient graph, so one move changes a value by at most
-# one: a child's value is at most its parent's bound + 1, and a lookup that cannot change
-# the outcome is skipped. Rows are int64 (the words need 63 bits).
-REID_COLS = 20
+# the inverse position's coordinates follow (14..19, see :mod:`.inverse`), then the
+# inverse position's exact values on the three axes (20..22; -1: not looked up). Every
+# table here is an exact distance in a quotient graph, so one move changes a value by at
+# most one: a child's value is at most its parent's bound + 1, and a lookup that cannot
+# change the outcome is skipped. Rows are int64 (the words need 63 bits).
+REID_COLS = 23
 INV_COL = 14
+INV_H_COL = 20
 UNKNOWN_H = 60              # bound of a value never looked up (the subtree root)
 
 
@@ -203,7 +205,7 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                  kids, kidm, nk, ki, box, g0, last0, bound, budget, stats,
                  rcp, rco, rep, reo, mcp, mco, mep, meo,
                  use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep,
-                 flip_bit, twist_term, add_twist, slice_of_mask):
+                 flip_bit, twist_term, add_twist, slice_of_mask, tight):
     """IDA* below node[0] to ``bound`` (see the module docstring).
 
     Expanding the node at stack level L generates its children and keeps those with
@@ -219,7 +221,13 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
 
     With ``use_inv`` a child that survives those lookups is also looked up on the three
     axes of its inverse position (followed as words, see :mod:`.inverse`; the slice
-    coordinate is the sorted one if ``sorted_slice``), with de Bondt's +1 there too."""
+    coordinate is the sorted one if ``sorted_slice``), with de Bondt's +1 there too.
+
+    With ``use_inv`` and ``tight``, a node whose inverse is exactly as far from an axis's
+    target subgroup H as the moves left (value = remaining budget) is not expanded by the
+    moves in H (Rokicki's nxopt; Tronto's H48 notes): the next move is the inverse's last,
+    and a last move inside H would put the inverse in H one move earlier. For the huge
+    table's UD axis that drops the six U and D turns; two tight axes drop twelve."""
     tmp = np.empty((18, REID_COLS), np.int64)
     tmpm = np.empty(18, np.int64)
     wb = np.empty((18, 3), np.int64)
@@ -230,6 +238,13 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
     L = box[0]
     status = DONE
     expand = box[1] == 0         # the subtree root is not expanded yet
+    in_h = np.zeros(3, np.int64)     # per axis: the moves inside its target subgroup
+    for a in range(3):
+        for m in range(18):
+            ma = amc[a, m]
+            if flipm[0, ma] == 0 and slicem[slice_solved, ma] == slice_solved \
+                    and twm[0, ma] == 0:
+                in_h[a] |= np.int64(1) << m
     box[1] = 1
     while True:
         if expand:
@@ -237,13 +252,19 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
             lf = last0 if L == 0 else path[L] // 3
             resumed = L == 0 and box[2] > 0   # a resumed root: its moves from box[2] - 1 on
             mlo = box[2] - 1 if resumed else 0
+            skip = np.int64(0)
+            if use_inv and tight:
+                left = bound - (g0 + L)
+                for a in range(3):
+                    if node[L, INV_H_COL + a] >= left:
+                        skip |= in_h[a]
             n = 0
             m = 0
             while m < 18:
                 if not _allowed(lf, m // 3):
                     m += 3
                     continue
-                if m >= mlo:
+                if m >= mlo and not (skip >> m) & 1:
                     tmpm[n] = m
                     n += 1
                 m += 1
@@ -389,6 +410,9 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                             if h0 > rem or h1 > rem or h2 > rem or (
                                     h0 == rem and h1 == rem and h2 == rem):
                                 continue
+                            tmp[j, INV_H_COL] = h0
+                            tmp[j, INV_H_COL + 1] = h1
+                            tmp[j, INV_H_COL + 2] = h2
                             for i in range(REID_COLS):
                                 kids[L, cnt, i] = tmp[j, i]
                             kidm[L, cnt] = tmpm[j]
@@ -423,6 +447,34 @@ _MOVE_ARRAYS = move_arrays()
 _NO_TABLE = np.zeros(1, np.uint8)
 
 
+def target_moves(tables):
+    """Per axis, the bitmask of the moves inside that axis's target subgroup of the
+    phase-1 ``tables`` (moves that leave the solved cube's coordinates solved): what
+    ``_search_reid`` skips at a node whose inverse is tight on that axis."""
+    mt = tables.moves
+    flipm, slicem, twm = mt["flip"], mt[tables.slice_move], mt["twist"]
+    out = []
+    for a in range(3):
+        mask = 0
+        for m in range(18):
+            ma = AXIS_MOVE_CONJ[a, m]
+            if (flipm[0, ma] == 0 and slicem[tables.slice_solved, ma] == tables.slice_solved
+                    and twm[0, ma] == 0):
+                mask |= 1 << m
+        out.append(mask)
+    return tuple(out)
+
+
+def tight_skip(row, left, masks):
+    """The moves (bitmask) the kernel does not expand a node by: ``row`` its phase-1 row,
+    ``left`` the moves its cost bound leaves, ``masks`` :func:`target_moves`."""
+    skip = 0
+    for a in range(3):
+        if row[INV_H_COL + a] >= left:
+            skip |= masks[a]
+    return skip
+
+
 def root_state(tables, cube):
     """The coordinate row a kernel's stack starts from for ``cube``."""
     if tables.name == "korf":
@@ -436,6 +488,7 @@ def root_state(tables, cube):
     row.append(cp_coord(cube))
     row += [UNKNOWN_H] * 4
     row += inverse_words(cube)
+    row += [-1] * 3
     return np.array(row, np.int64)
 
 
@@ -454,7 +507,8 @@ def _advance_reid(row, moves, flipm, slicem, twm, cpm, amc):
 @njit(cache=True)
 def _reid_row_h(row, ct, tab, pc, use_pc, use_inv, sorted_slice, slice_of_mask):
     """Look the row's three axes (and corners, and with ``use_inv`` the three axes of the
-    inverse) up, store the exact direct values in row[10..13] and return the heuristic
+    inverse) up, store the exact values in row[10..13] (and row[20..22] for the inverse's)
+    and return the heuristic
     (max, de Bondt's +1 when all three axes of a side agree)."""
     for a in range(3):
         row[10 + a] = _nib(tab, _p1_index(row[3 * a], row[3 * a + 1], row[3 * a + 2], ct))
@@ -466,12 +520,14 @@ def _reid_row_h(row, ct, tab, pc, use_pc, use_inv, sorted_slice, slice_of_mask):
         h = max(h, row[13])
     else:
         row[13] = 0
+    row[INV_H_COL:INV_H_COL + 3] = -1
     if use_inv:
         v = np.empty(3, np.int64)
         for a in range(3):
             fl, sl, tw = _coords(row[INV_COL + 2 * a], row[INV_COL + 2 * a + 1], sorted_slice,
                                  slice_of_mask)
             v[a] = _nib(tab, _p1_index(fl, sl, tw, ct))
+            row[INV_H_COL + a] = v[a]
         hi = max(v[0], max(v[1], v[2]))
         if hi > 0 and v[0] == v[1] and v[1] == v[2]:
             hi += 1
@@ -521,7 +577,8 @@ class SubtreeSearch:
     :class:`~.huge.HugeTables` object;
     ``corners`` (a KorfTables) adds Korf's corner table to the phase-1 heuristic;
     ``inverse`` looks the phase-1 tables up on the inverse position as well (ignored for
-    Korf's tables). The subtree root counts as expanded (not generated) when its f is
+    Korf's tables); ``tight`` (with ``inverse``) skips the moves that tight inverse values
+    rule out (see ``_search_reid``). The subtree root counts as expanded (not generated) when its f is
     within the bound.
 
     A ``first_move`` resumes a piece that another search handed on (see
@@ -531,7 +588,7 @@ class SubtreeSearch:
     """
 
     def __init__(self, tables, cube, prefix, bound, corners=None, inverse=True,
-                 first_move=None):
+                 first_move=None, tight=True):
         if first_move is not None and tables.name == "korf":
             raise ValueError("resuming at a first move needs the phase-1 kernel, not korf's")
         if first_move is not None and not 0 <= first_move < 18:
@@ -548,6 +605,7 @@ class SubtreeSearch:
         self.last0 = self.prefix[-1] // 3 if self.prefix else NO_FACE
         self.corners = corners if tables.name != "korf" else None
         self.inverse = bool(inverse) and tables.name != "korf"
+        self.tight = bool(tight)
         depth = max(self.bound - self.g0, 0) + 2
         if tables.name == "korf":
             row = root_state(tables, self.root)
@@ -621,7 +679,7 @@ class SubtreeSearch:
                                   mt["cp"], AXIS_MOVE_CONJ,
                                   t.route, t.table, pc, self.corners is not None, *args,
                                   *self._root_arrays, *_MOVE_ARRAYS,
-                                  self.inverse, t.sorted_slice, *INV_TABLES)
+                                  self.inverse, t.sorted_slice, *INV_TABLES, self.tight)
         if status == FOUND:
             depth = int(self.box[0]) + 1
             self.solution = self.prefix + [int(x) for x in self.path[1:depth + 1]]

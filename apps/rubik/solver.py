@@ -173,17 +173,21 @@ class Heuristic:
     """The tables of one heuristic, loaded once; makes subtree searches."""
 
     def __init__(self, name=DEFAULT_HEURISTIC, cache_dir=None, progress=True, max_depth=None,
-                 log=None, cached_only=False, inverse=True, memory="shared"):
+                 log=None, cached_only=False, inverse=True, memory="shared", tight=True):
         """``max_depth``: truncated tables built in memory (tests); ``cached_only``: raise
         LookupError instead of building a table that is not cached; ``inverse``: look the
         phase-1 tables up on the inverse position too (see :mod:`.inverse`; Korf's
         tables ignore it); ``memory``: where the tables live (:func:`table_memory`;
-        "shared" suits a process that probes little, such as a farm's master)."""
+        "shared" suits a process that probes little, such as a farm's master); ``tight``:
+        with ``inverse``, skip the moves that tight inverse values rule out (see
+        :class:`~.search.SubtreeSearch`; off only to measure what it saves)."""
         if name not in HEURISTICS:
             raise ValueError(f"unknown heuristic {name!r}; choose from {', '.join(HEURISTICS)}")
         _check_memory(memory)
         self.name = name
         self.inverse = bool(inverse) and name != "korf"
+        self.tight = bool(tight)
+        self._target_moves = None
         kw = dict(directory=cache_dir, progress=progress, max_depth=max_depth, log=log,
                   cached_only=cached_only)
         self.corners = None
@@ -242,11 +246,23 @@ class Heuristic:
         from .search import phase1_row
         return phase1_row(self.tables, self.corners, cube, list(prefix), self.inverse)[1]
 
+    def skip_after(self, cube, prefix, bound):
+        """The moves (bitmask) the search does not expand ``cube.apply(prefix)`` by under
+        cost bound ``bound``: those its tight inverse values rule out (see
+        :class:`~.search.SubtreeSearch`); 0 without ``inverse`` and ``tight``."""
+        if not (self.inverse and self.tight):
+            return 0
+        from .search import phase1_row, target_moves, tight_skip
+        if self._target_moves is None:
+            self._target_moves = target_moves(self.tables)
+        row = phase1_row(self.tables, self.corners, cube, list(prefix), True)[0]
+        return tight_skip(row, bound - len(prefix), self._target_moves)
+
     def subtree(self, cube, prefix, bound, first_move=None):
         """A resumable search of the subtree under ``prefix`` with cost bound ``bound``
         (from the root's move ``first_move`` on: see :class:`~.search.SubtreeSearch`)."""
         return SubtreeSearch(self.tables, cube, prefix, bound, corners=self.corners,
-                             inverse=self.inverse, first_move=first_move)
+                             inverse=self.inverse, first_move=first_move, tight=self.tight)
 
 
 @dataclass
