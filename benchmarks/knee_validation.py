@@ -139,10 +139,12 @@ DIFFERENCES = {
 #: blown air's coefficient on Oosterveld's skin under cold air, with that Q10. No knee
 #: target is fitted on. The Q10 candidates stop at 4, what local skin cooling measured
 #: (Hodges 2007: 3.8), and the air's at 5 W/(m2 K), below which forced air would transfer
-#: less than still air: a fit at an end is a range limit, not an optimum.
+#: less than still air: a fit at an end is a range limit, not an optimum. The skin's drop
+#: grows with the air's coefficient, so the air's candidates are dense where the measured
+#: drop lies (the first one also stands in while the muscle is fitted: no air there).
 CONTACTS = (0.0, 0.005, 0.01, 0.02, 0.04)
 Q10S = (2.0, 3.0, 4.0)
-AIR_HS = (10.0, 5.0, 20.0, 50.0)
+AIR_HS = (10.0, 5.0, 6.0, 7.0, 8.0, 9.0, 12.5, 15.0, 20.0, 50.0)
 MUSCLE_FIT = "Otte 2002 thigh"
 AIR_FIT = [("Oosterveld cold air", "skin_anterior@30")]
 
