@@ -1,7 +1,7 @@
 """The huge table's search with and without one of its refinements, on the same cubes.
 
     python benchmarks/rubik_heuristic.py [--seeds 0-19] [--heuristic huge] [--compare inverse]
-    python benchmarks/rubik_heuristic.py --compare tight --seeds 10-29 --out benchmarks/results/rubik_tight
+    python benchmarks/rubik_heuristic.py --compare tight --seeds 10-17 --out RESULT_STEM
 
 ``--compare inverse``: the table looked up on the position only (``inverse=False``)
 against the position and its inverse (the default). ``--compare tight``: with the inverse

@@ -205,7 +205,7 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                  kids, kidm, nk, ki, box, g0, last0, bound, budget, stats,
                  rcp, rco, rep, reo, mcp, mco, mep, meo,
                  use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep,
-                 flip_bit, twist_term, add_twist, slice_of_mask, tight):
+                 flip_bit, twist_term, add_twist, slice_of_mask, tight, in_h):
     """IDA* below node[0] to ``bound`` (see the module docstring).
 
     Expanding the node at stack level L generates its children and keeps those with
@@ -227,7 +227,8 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
     target subgroup H as the moves left (value = remaining budget) is not expanded by the
     moves in H (Rokicki's nxopt; Tronto's H48 notes): the next move is the inverse's last,
     and a last move inside H would put the inverse in H one move earlier. For the huge
-    table's UD axis that drops the six U and D turns; two tight axes drop twelve."""
+    table's UD axis that drops the six U and D turns; two tight axes drop twelve.
+    ``in_h[a]``: the bitmask of the moves in axis a's H (:func:`target_moves`)."""
     tmp = np.empty((18, REID_COLS), np.int64)
     tmpm = np.empty(18, np.int64)
     wb = np.empty((18, 3), np.int64)
@@ -238,13 +239,6 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
     L = box[0]
     status = DONE
     expand = box[1] == 0         # the subtree root is not expanded yet
-    in_h = np.zeros(3, np.int64)     # per axis: the moves inside its target subgroup
-    for a in range(3):
-        for m in range(18):
-            ma = amc[a, m]
-            if flipm[0, ma] == 0 and slicem[slice_solved, ma] == slice_solved \
-                    and twm[0, ma] == 0:
-                in_h[a] |= np.int64(1) << m
     box[1] = 1
     while True:
         if expand:
@@ -578,8 +572,8 @@ class SubtreeSearch:
     ``corners`` (a KorfTables) adds Korf's corner table to the phase-1 heuristic;
     ``inverse`` looks the phase-1 tables up on the inverse position as well (ignored for
     Korf's tables); ``tight`` (with ``inverse``) skips the moves that tight inverse values
-    rule out (see ``_search_reid``). The subtree root counts as expanded (not generated) when its f is
-    within the bound.
+    rule out (see ``_search_reid``). The subtree root counts as expanded (not generated)
+    when its f is within the bound.
 
     A ``first_move`` resumes a piece that another search handed on (see
     :meth:`remainder`): only the root's children by moves ``first_move`` and up are
@@ -606,6 +600,8 @@ class SubtreeSearch:
         self.corners = corners if tables.name != "korf" else None
         self.inverse = bool(inverse) and tables.name != "korf"
         self.tight = bool(tight)
+        self._in_h = (np.array(target_moves(tables), np.int64) if tables.name != "korf"
+                      else None)
         depth = max(self.bound - self.g0, 0) + 2
         if tables.name == "korf":
             row = root_state(tables, self.root)
@@ -679,7 +675,8 @@ class SubtreeSearch:
                                   mt["cp"], AXIS_MOVE_CONJ,
                                   t.route, t.table, pc, self.corners is not None, *args,
                                   *self._root_arrays, *_MOVE_ARRAYS,
-                                  self.inverse, t.sorted_slice, *INV_TABLES, self.tight)
+                                  self.inverse, t.sorted_slice, *INV_TABLES, self.tight,
+                                  self._in_h)
         if status == FOUND:
             depth = int(self.box[0]) + 1
             self.solution = self.prefix + [int(x) for x in self.path[1:depth + 1]]
