@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import test_rubik_naive as naive
-from apps.rubik import Cube, InvalidCubeError, Solver, format_moves
+from apps.rubik import Cube, InvalidCubeError, Solver
 from apps.rubik import huge, korf, reid
 from apps.rubik.coords import flip_coord, slice_coord, sslice_coord, twist_coord
 from apps.rubik.inverse import inverse_coords

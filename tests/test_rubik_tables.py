@@ -300,7 +300,7 @@ def test_sorted_slice_symmetry_classes():
 
 
 def test_the_search_s_compact_class_route_gives_the_class_tables_index():
-    from apps.rubik.search import _p1_index
+    from apps.rubik.phase1_kernel import _p1_index
     t = huge.class_tables()
     cbase, local = huge.local_classes(t["cls2"])
     assert local.dtype == np.uint16 and local.nbytes * 2 == t["cls2"].nbytes

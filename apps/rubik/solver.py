@@ -243,7 +243,7 @@ class Heuristic:
         """``h(cube.apply(prefix))``, fast for the phase-1 tables (coordinate rows)."""
         if self.tables.name == "korf":
             return self.h(cube.apply(list(prefix)))
-        from .search import phase1_row
+        from .phase1_rows import phase1_row
         return phase1_row(self.tables, self.corners, cube, list(prefix), self.inverse)[1]
 
     def skip_after(self, cube, prefix, bound):
@@ -252,7 +252,7 @@ class Heuristic:
         :class:`~.search.SubtreeSearch`); 0 without ``inverse`` and ``tight``."""
         if not (self.inverse and self.tight):
             return 0
-        from .search import phase1_row, target_moves, tight_skip
+        from .phase1_rows import phase1_row, target_moves, tight_skip
         if self._target_moves is None:
             self._target_moves = target_moves(self.tables)
         row = phase1_row(self.tables, self.corners, cube, list(prefix), True)[0]

@@ -1,0 +1,135 @@
+"""Coordinate rows of the phase-1 kernel: a subtree root's row with its exact table
+values (:func:`phase1_row`), and the moves tight inverse values rule out at a node
+(:func:`target_moves`, :func:`tight_skip`)."""
+import numpy as np
+from numba import njit
+
+from .coords import EDGES_A, EDGES_B, cp_coord, e6_coord, flip_coord, twist_coord
+from .inverse import TABLES as INV_TABLES
+from .inverse import _advance as _advance_inverse, _coords, inverse_words
+from .korf import _nib
+from .phase1_kernel import INV_COL, INV_H_COL, UNKNOWN_H, _p1_index
+from .symmetry import AXIS_MOVE_CONJ, axis_cube
+
+_NO_TABLE = np.zeros(1, np.uint8)
+
+
+def target_moves(tables):
+    """Per axis, the bitmask of the moves inside that axis's target subgroup of the
+    phase-1 ``tables`` (moves that leave the solved cube's coordinates solved): what
+    ``_search_reid`` skips at a node whose inverse is tight on that axis."""
+    mt = tables.moves
+    flipm, slicem, twm = mt["flip"], mt[tables.slice_move], mt["twist"]
+    out = []
+    for a in range(3):
+        mask = 0
+        for m in range(18):
+            ma = AXIS_MOVE_CONJ[a, m]
+            if (flipm[0, ma] == 0 and slicem[tables.slice_solved, ma] == tables.slice_solved
+                    and twm[0, ma] == 0):
+                mask |= 1 << m
+        out.append(mask)
+    return tuple(out)
+
+
+def tight_skip(row, left, masks):
+    """The moves (bitmask) the kernel does not expand a node by: ``row`` its phase-1 row,
+    ``left`` the moves its cost bound leaves, ``masks`` :func:`target_moves`."""
+    skip = 0
+    for a in range(3):
+        if row[INV_H_COL + a] >= left:
+            skip |= masks[a]
+    return skip
+
+
+def root_state(tables, cube):
+    """The coordinate row a kernel's stack starts from for ``cube``."""
+    if tables.name == "korf":
+        ra, fa = e6_coord(cube, EDGES_A)
+        rb, fb = e6_coord(cube, EDGES_B)
+        return np.array([cp_coord(cube), twist_coord(cube), ra, fa, rb, fb], np.int32)
+    row = []
+    for a in range(3):
+        x = axis_cube(cube, a)
+        row += [flip_coord(x), tables.slice_coord(x), twist_coord(x)]
+    row.append(cp_coord(cube))
+    row += [UNKNOWN_H] * 4
+    row += inverse_words(cube)
+    row += [-1] * 3
+    return np.array(row, np.int64)
+
+
+@njit(cache=True)
+def _advance_reid(row, moves, flipm, slicem, twm, cpm, amc):
+    """Apply ``moves`` to the coordinate columns of a phase-1 row in place."""
+    for m in moves:
+        for a in range(3):
+            ma = amc[a, m]
+            row[3 * a] = flipm[row[3 * a], ma]
+            row[3 * a + 1] = slicem[row[3 * a + 1], ma]
+            row[3 * a + 2] = twm[row[3 * a + 2], ma]
+        row[9] = cpm[row[9], m]
+
+
+@njit(cache=True)
+def _reid_row_h(row, ct, tab, pc, use_pc, use_inv, sorted_slice, slice_of_mask):
+    """Look the row's three axes (and corners, and with ``use_inv`` the three axes of the
+    inverse) up, store the exact values in row[10..13] (and row[20..22] for the inverse's)
+    and return the heuristic
+    (max, de Bondt's +1 when all three axes of a side agree)."""
+    for a in range(3):
+        row[10 + a] = _nib(tab, _p1_index(row[3 * a], row[3 * a + 1], row[3 * a + 2], ct))
+    h = max(row[10], max(row[11], row[12]))
+    if h > 0 and row[10] == row[11] and row[11] == row[12]:
+        h += 1
+    if use_pc:
+        row[13] = _nib(pc, row[9] * 2187 + row[2])
+        h = max(h, row[13])
+    else:
+        row[13] = 0
+    row[INV_H_COL:INV_H_COL + 3] = -1
+    if use_inv:
+        v = np.empty(3, np.int64)
+        for a in range(3):
+            fl, sl, tw = _coords(row[INV_COL + 2 * a], row[INV_COL + 2 * a + 1], sorted_slice,
+                                 slice_of_mask)
+            v[a] = _nib(tab, _p1_index(fl, sl, tw, ct))
+            row[INV_H_COL + a] = v[a]
+        hi = max(v[0], max(v[1], v[2]))
+        if hi > 0 and v[0] == v[1] and v[1] == v[2]:
+            hi += 1
+        h = max(h, hi)
+    return h
+
+
+_BASE_ROWS = {}
+
+
+def _base_row(tables, cube):
+    """root_state of the search's start cube, cached (the workers of a solve receive many
+    subtrees of the same cube)."""
+    key = (tables.name, cube.cp.tobytes(), cube.co.tobytes(), cube.ep.tobytes(),
+           cube.eo.tobytes())
+    row = _BASE_ROWS.get(key)
+    if row is None:
+        if len(_BASE_ROWS) > 64:
+            _BASE_ROWS.clear()
+        row = _BASE_ROWS[key] = root_state(tables, cube)
+    return row
+
+
+def phase1_row(tables, corners, cube, prefix, inverse=True):
+    """(coordinate row with exact values, heuristic) of ``cube`` after ``prefix`` for the
+    phase-1 tables (``corners``: a KorfTables or None; ``inverse``: also look the
+    inverse position up)."""
+    row = _base_row(tables, cube).copy()
+    mt = tables.moves
+    moves = np.asarray(prefix, np.int64)
+    _advance_reid(row, moves, mt["flip"], mt[tables.slice_move], mt["twist"], mt["cp"],
+                  AXIS_MOVE_CONJ)
+    _advance_inverse(row[INV_COL:], moves, AXIS_MOVE_CONJ, *INV_TABLES[:11])
+    pc = corners.corners if corners is not None else _NO_TABLE
+    h = int(_reid_row_h(row, tables.route, tables.table, pc,
+                        corners is not None, bool(inverse), tables.sorted_slice,
+                        INV_TABLES[11]))
+    return row, h
