@@ -17,7 +17,8 @@ _NO_TABLE = np.zeros(1, np.uint8)
 def target_moves(tables):
     """Per axis, the bitmask of the moves inside that axis's target subgroup of the
     phase-1 ``tables`` (moves that leave the solved cube's coordinates solved): what
-    ``_search_reid`` skips at a node whose inverse is tight on that axis."""
+    :func:`.phase1_kernel._search_reid` skips at a node whose inverse is tight on that
+    axis."""
     mt = tables.moves
     flipm, slicem, twm = mt["flip"], mt[tables.slice_move], mt["twist"]
     out = []
@@ -74,9 +75,8 @@ def _advance_reid(row, moves, flipm, slicem, twm, cpm, amc):
 @njit(cache=True)
 def _reid_row_h(row, ct, tab, pc, use_pc, use_inv, sorted_slice, slice_of_mask):
     """Look the row's three axes (and corners, and with ``use_inv`` the three axes of the
-    inverse) up, store the exact values in row[10..13] (and row[20..22] for the inverse's)
-    and return the heuristic
-    (max, de Bondt's +1 when all three axes of a side agree)."""
+    inverse) up, store the exact values in row[10..13] (the inverse's in row[20..22]) and
+    return the heuristic (max, de Bondt's +1 when all three axes of a side agree)."""
     for a in range(3):
         row[10 + a] = _nib(tab, _p1_index(row[3 * a], row[3 * a + 1], row[3 * a + 2], ct))
     h = max(row[10], max(row[11], row[12]))
