@@ -42,12 +42,16 @@ class Frontier:
         self._hcache = {}
         self.deep = set()          # prefixes to split one level further (adaptive)
 
-    def hval(self, prefix):
-        """The heuristic value of the position after ``prefix`` (memoised)."""
+    def _after(self, prefix):
+        """``Heuristic.after`` of the position after ``prefix`` (memoised)."""
         k = tuple(prefix)
         if k not in self._hcache:
-            self._hcache[k] = self.h.h_after(self.cube, prefix)
+            self._hcache[k] = self.h.after(self.cube, prefix)
         return self._hcache[k]
+
+    def hval(self, prefix):
+        """The heuristic value of the position after ``prefix`` (memoised)."""
+        return self._after(prefix)[0]
 
     def leaves(self, bound):
         """(frontier prefixes with f <= bound, generated, expanded): the prefixes come in
@@ -59,7 +63,8 @@ class Frontier:
         while stack:
             p = stack.pop()
             last = p[-1] // 3 if p else None
-            skip = self.h.skip_after(self.cube, p, bound)   # as the kernel skips them
+            # the moves the kernel would skip here (the node's row was looked up as a child)
+            skip = self.h.skip_moves(self._after(p)[1], bound - len(p))
             for m in range(18):
                 if not allowed(last, m // 3) or (skip >> m) & 1:
                     continue

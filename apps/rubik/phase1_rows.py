@@ -33,12 +33,13 @@ def target_moves(tables):
     return tuple(out)
 
 
-def tight_skip(row, left, masks):
-    """The moves (bitmask) the kernel does not expand a node by: ``row`` its phase-1 row,
+def tight_skip(inverse_values, left, masks):
+    """The moves (bitmask) the kernel does not expand a node by: ``inverse_values`` its
+    inverse's exact values on the three axes (its row's columns ``INV_H_COL..+2``),
     ``left`` the moves its cost bound leaves, ``masks`` :func:`target_moves`."""
     skip = 0
     for a in range(3):
-        if row[INV_H_COL + a] >= left:
+        if inverse_values[a] >= left:
             skip |= masks[a]
     return skip
 

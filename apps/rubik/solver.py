@@ -241,22 +241,29 @@ class Heuristic:
 
     def h_after(self, cube, prefix):
         """``h(cube.apply(prefix))``, fast for the phase-1 tables (coordinate rows)."""
-        if self.tables.name == "korf":
-            return self.h(cube.apply(list(prefix)))
-        from .phase1_rows import phase1_row
-        return phase1_row(self.tables, self.corners, cube, list(prefix), self.inverse)[1]
+        return self.after(cube, prefix)[0]
 
-    def skip_after(self, cube, prefix, bound):
-        """The moves (bitmask) the search does not expand ``cube.apply(prefix)`` by under
-        cost bound ``bound``: those its tight inverse values rule out (see
-        :class:`~.search.SubtreeSearch`); 0 without ``inverse`` and ``tight``."""
+    def after(self, cube, prefix):
+        """(``h_after``, the exact values of the inverse of ``cube.apply(prefix)`` on the
+        three axes, or None where the search does not use them: see :meth:`skip_moves`)."""
+        if self.tables.name == "korf":
+            return self.h(cube.apply(list(prefix))), None
+        from .phase1_rows import INV_H_COL, phase1_row
+        row, h = phase1_row(self.tables, self.corners, cube, list(prefix), self.inverse)
         if not (self.inverse and self.tight):
+            return h, None
+        return h, tuple(int(v) for v in row[INV_H_COL:INV_H_COL + 3])
+
+    def skip_moves(self, inverse_values, left):
+        """The moves (bitmask) the search does not expand a node by when its cost bound
+        leaves it ``left`` moves: those its tight inverse values (from :meth:`after`) rule
+        out (see :class:`~.search.SubtreeSearch`); 0 for None."""
+        if inverse_values is None:
             return 0
-        from .phase1_rows import phase1_row, target_moves, tight_skip
+        from .phase1_rows import target_moves, tight_skip
         if self._target_moves is None:
             self._target_moves = target_moves(self.tables)
-        row = phase1_row(self.tables, self.corners, cube, list(prefix), True)[0]
-        return tight_skip(row, bound - len(prefix), self._target_moves)
+        return tight_skip(inverse_values, left, self._target_moves)
 
     def subtree(self, cube, prefix, bound, first_move=None):
         """A resumable search of the subtree under ``prefix`` with cost bound ``bound``
