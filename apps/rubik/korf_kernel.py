@@ -9,7 +9,7 @@ from numba import njit
 from .coords import E6A_SOLVED, E6B_SOLVED
 from .korf import _nib
 from .pruning import _allowed
-from .status import DONE, FOUND, PAUSED
+from .status import DONE, FOUND, PAUSED, _descend
 
 
 @njit(cache=True)
@@ -91,11 +91,7 @@ def _search_korf(cpm, twm, e6, e6x, pc, pa, pb, node, path, kids, kidm, nk, ki, 
         if gen >= budget:
             status = PAUSED
             break
-        k = ki[L]
-        ki[L] = k + 1
-        for i in range(6):
-            node[L + 1, i] = kids[L, k, i]
-        path[L + 1] = kidm[L, k]
+        _descend(L, node, path, kids, kidm, ki, 6)
         L += 1
         exp += 1
         n, found = _expand_korf(L, node, path, kids, kidm, nk, ki, g0, last0, bound, cpm, twm,
