@@ -109,7 +109,9 @@ def test_monitor_finds_the_capped_node_within_20_percent_of_tc(bed3, tmp_path):
     cap = bed3["nodes"][1]["rate_bytes_per_s"]
     for i, j in ((0, 1), (1, 2)):   # B's links
         assert abs(bw[i, j] / cap - 1) < 0.2, (i, j, bw[i, j], cap)
-    assert bw[0, 2] > 3 * cap      # A-C is not capped
+    # A-C is not capped: far above B's cap, or so fast that no slope shows at 1 MiB (inf;
+    # seen at load 7 on 2 cores, where a 1 KiB round trip waits for the scheduler)
+    assert bw[0, 2] > 3 * cap
 
 
 def test_farm_across_nodes_with_a_capped_link(bed3, tmp_path):
