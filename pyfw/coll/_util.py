@@ -63,6 +63,7 @@ class Scratch:
         self._buf = np.empty(0, np.uint8)
 
     def get(self, n: int) -> memoryview:
+        """A view of ``n`` bytes of the buffer, grown (doubling) where it is too small."""
         if self._buf.size < n:
             self._buf = np.empty(max(n, 2 * self._buf.size), np.uint8)
         return memoryview(self._buf)[:n]

@@ -102,6 +102,8 @@ def _serve_program(farm, argv) -> int:
 
 
 def main(argv=None) -> int:
+    """``python -m pyfw.futures``: run a script or module with rank 0 as the client and the
+    other ranks as workers (as ``python -m mpi4py.futures``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     status = _check(argv)   # the same verdict on every rank: none is left in a collective
     if status is not None:

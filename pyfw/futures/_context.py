@@ -21,10 +21,12 @@ _in_process = threading.local()      # .comm set in the thread of an in-process 
 
 
 def shared_pool():
+    """The pool that this process's executors share (None before the first one)."""
     return _shared
 
 
 def set_shared_pool(pool) -> None:
+    """Make ``pool`` the one this process's executors share (None: none)."""
     global _shared
     _shared = pool
 

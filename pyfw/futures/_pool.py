@@ -43,6 +43,7 @@ class Pool:
 
     @property
     def num_workers(self) -> int:
+        """Workers serving the pool (0 once it is broken)."""
         return 0 if self.broken else self.farm.num_workers
 
     def add(self, job) -> None:

@@ -43,6 +43,7 @@ class Setup:
 
     @property
     def needed(self) -> bool:
+        """True if a worker has anything to set up before its first task."""
         return any(v is not None for v in (self.initializer, self.path, self.wdir, self.env,
                                            self.globals))
 
@@ -116,6 +117,7 @@ class MapCall:
 
 
 def is_initializer_failure(err) -> bool:
+    """True if ``err`` is a worker's report that its initializer failed."""
     return isinstance(err, TaskError) and isinstance(err.exception, InitializerFailed)
 
 

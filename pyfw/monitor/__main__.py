@@ -167,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """``python -m pyfw.monitor probe|transports|report``; returns the exit status."""
     ap = build_parser()
     args = ap.parse_args(argv)
     return {"probe": _probe, "transports": _transports, "report": _report}[args.cmd](args)
