@@ -17,7 +17,9 @@ configuration the same way (e.g. the previous defaults, ``largest:2``,
 ``serial:adaptive:nosteal``, or the workers' tables in the shared page-cache mapping,
 ``serial:adaptive:shared``). Writes
 ``benchmarks/results/rubik_speedup.json`` (after every cube, with ``"complete": false``
-until the last: a run stopped early keeps its finished cubes) and ``.png``.
+until the last: a run stopped early keeps its finished cubes) and ``.png``; ``--resume``
+runs only the cubes such a file does not hold yet, so a long series can be measured over
+several idle windows (each cube's launches still run side by side).
 """
 from __future__ import annotations
 
@@ -122,12 +124,40 @@ def summarise(cubes):
             "below_1_3": sum(1 for x in sp if x < 1.3)}
 
 
-def run_configs(seeds, heuristic, configs, timeout, on_cube=None):
+#: what makes two runs' configurations the same (for --resume)
+CONFIG_KEYS = ("order", "split", "pipeline_depth", "inverse", "steal", "table_memory")
+
+
+def previous_cubes(path, heuristic, configs):
+    """The cubes a stopped run of the same heuristic and configurations saved in ``path``
+    (one list per configuration), or None where there is no such file; another run's
+    file is refused rather than mixed in."""
+    try:
+        with open(path) as fh:
+            d = json.load(fh)
+    except FileNotFoundError:
+        return None
+    old = d.get("configs", [])
+    if d.get("heuristic") != heuristic or len(old) != len(configs) or any(
+            o.get(k) != c[k] for o, c in zip(old, configs) for k in CONFIG_KEYS):
+        raise SystemExit(f"--resume: {path} holds another run (heuristic or configurations "
+                         "differ); name a new --out")
+    return [o["cubes"] for o in old]
+
+
+def run_configs(seeds, heuristic, configs, timeout, on_cube=None, done=None):
     """Every configuration on every cube, cube by cube (all configurations' launches of a
     cube one after the other), so that the machine's drift hits them alike.
-    ``on_cube(results)`` is called after each cube (to save what a long run has so far)."""
-    results = [dict(cfg, cubes=[]) for cfg in configs]
+    ``on_cube(results)`` is called after each cube (to save what a long run has so far);
+    ``done``: per configuration, the cubes an earlier run finished (:func:`previous_cubes`),
+    kept, and their seeds not run again."""
+    done = done or [[] for _ in configs]
+    finished = set.intersection(*({c["seed"] for c in d} for d in done)) if done else set()
+    results = [dict(cfg, cubes=[c for c in d if c["seed"] in finished])
+               for cfg, d in zip(configs, done)]
     for seed in seeds:
+        if seed in finished:
+            continue
         for res in results:
             args = (heuristic, seed, res["order"], res["split"], res["pipeline_depth"], timeout,
                     res["inverse"], res["steal"], res.get("table_memory", "auto"))
@@ -197,6 +227,10 @@ def main(argv=None):
                     help="where the workers keep their tables (apps.rubik --table-memory)")
     ap.add_argument("--timeout", type=float, default=900.0, help="per launch, seconds")
     ap.add_argument("--out", default=os.path.join(RESULTS, "rubik_speedup"))
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the cubes a stopped run of the same configurations saved in "
+                         "OUT.json and run only the others (a long series over several "
+                         "idle windows)")
     ap.add_argument("--mpi", type=lambda x: int(x) if x.isdigit() else x, default=None,
                     help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -214,19 +248,23 @@ def main(argv=None):
                        "pipeline_depth": next((int(x) for x in more if x.isdigit()), None),
                        "inverse": a.inverse, "steal": "nosteal" not in more,
                        "table_memory": memories[0] if memories else a.table_memory})
+    done = previous_cubes(a.out + ".json", a.heuristic, wanted) if a.resume else None
+
     def save(configs, complete):
         d = {"command": "python benchmarks/rubik_speedup.py " + " ".join(argv or sys.argv[1:]),
              "machine": {"host": platform.node(), "cores": os.cpu_count(),
                          "load": os.getloadavg()[0]},
              "heuristic": a.heuristic, "seeds": seeds, "configs": configs,
-             "seconds": time.time() - t0, "complete": complete}
+             "seconds": time.time() - t0, "complete": complete,
+             # cubes kept from the stopped run(s) this one resumed (their own seconds)
+             "resumed_cubes": len(done[0]) if done else 0}
         with open(a.out + ".json", "w") as fh:
             json.dump(d, fh, indent=1)
 
     def partial(results):   # a long run stopped early keeps its finished cubes
         save([dict(r, summary=summarise(r["cubes"])) for r in results], False)
 
-    configs = run_configs(seeds, a.heuristic, wanted, a.timeout, partial)
+    configs = run_configs(seeds, a.heuristic, wanted, a.timeout, partial, done)
     for cfg in configs:
         s = cfg["summary"]
         print(f"order={cfg['order']} split={cfg['split']} depth={cfg['pipeline_depth']} "
