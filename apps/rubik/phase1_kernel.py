@@ -108,8 +108,9 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
     The expansion is written out here, not split into functions: an ordinary call passing
     ~25 arrays cost as much as the expansion itself (reference counting of every
     argument), and rounds split into functions numba inlines (``inline="always"``) still
-    measured 4 % slower (2.28 against 2.37 M nodes/s, three pairs of concurrent runs on
-    seeds 16 and 13; calls of more than 30 arguments cannot be inlined at all).
+    measured about 5 % slower (medians 2.28 against 2.39 M nodes/s per CPU second, three
+    pairs of concurrent runs on seeds 16 and 13; calls of more than 30 arguments cannot be
+    inlined at all).
 
     With ``use_inv`` a child that survives those lookups is also looked up on the three
     axes of its inverse position (followed as words, see :mod:`.inverse`; the slice
