@@ -239,13 +239,10 @@ class Heuristic:
             h = max(h, self.corners.parts(cube)[0])
         return h
 
-    def h_after(self, cube, prefix):
-        """``h(cube.apply(prefix))``, fast for the phase-1 tables (coordinate rows)."""
-        return self.after(cube, prefix)[0]
-
     def after(self, cube, prefix):
-        """(``h_after``, the exact values of the inverse of ``cube.apply(prefix)`` on the
-        three axes, or None where the search does not use them: see :meth:`skip_moves`)."""
+        """(``h(cube.apply(prefix))``, fast for the phase-1 tables (coordinate rows); the
+        exact values of that position's inverse on the three axes, or None where the
+        search does not use them: see :meth:`skip_moves`)."""
         if self.tables.name == "korf":
             return self.h(cube.apply(list(prefix))), None
         from .phase1_rows import INV_H_COL, phase1_row
