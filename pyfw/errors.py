@@ -4,7 +4,7 @@ from __future__ import annotations
 __all__ = [
     "PyfwError", "RemoteTraceback", "TaskError", "TaskSerializationError", "TaskQuarantined",
     "FarmBroken", "PeerFailure", "CommTimeout", "ConfigurationError", "InitializerFailed",
-    "RemoteError", "JournalError",
+    "RemoteError", "JournalError", "TestBedBusy",
 ]
 
 
@@ -84,3 +84,9 @@ class RemoteError(PyfwError):
 
 class JournalError(PyfwError):
     """A farm's result journal file exists but cannot be read (named in the message)."""
+
+
+class TestBedBusy(PyfwError, RuntimeError):
+    """``up`` or ``down`` of a test bed that another process is using (the message names it)."""
+
+    __test__ = False   # not a pytest class

@@ -279,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.testbed:
         from .testbed import TestBed
         from .testbed.agent import launch_options
+        from .testbed.lease import hold
         from .testbed.netns import job_env
+        hold(args.testbed)   # for the job's life: up/down elsewhere refuse meanwhile
         info = TestBed(args.testbed).status()
         if info is None:
             parser.error(f"--testbed {args.testbed!r}: no such test bed is up "

@@ -27,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 
+from ..errors import TestBedBusy
+from . import lease
 from .agent import agent_path, launch_options
 from .netns import TestBed, job_env, node_index, refuse_reason
 
@@ -198,15 +200,22 @@ def main(argv: list[str] | None = None) -> int:
         links = _node_map(a.link, a.nodes, "link", str)
         slow = _node_map(a.slow, a.nodes, "slow", float)
         delay = _node_map(a.delay, a.nodes, "delay", float)
-        print(json.dumps(tb.up(a.nodes, a.slots, links, slow, delay), indent=1))
+        try:
+            print(json.dumps(tb.up(a.nodes, a.slots, links, slow, delay), indent=1))
+        except TestBedBusy as e:
+            raise SystemExit(f"pyfw-cluster: {e}") from None
         return 0
     if a.cmd == "down":
-        tb.down()
+        try:
+            tb.down()
+        except TestBedBusy as e:
+            raise SystemExit(f"pyfw-cluster: {e}") from None
         return 0
     if a.cmd == "status":
         info = tb.status()
         print(json.dumps(info, indent=1))
         return 0 if info is not None else 1
+    lease.hold(a.prefix)   # for the job's life: up/down elsewhere refuse meanwhile
     info = _required(tb)
     from ..launch import mpi_env, run
     if a.cmd == "run":

@@ -28,10 +28,12 @@ import shutil
 import string
 import subprocess
 
+from . import lease
+
 __all__ = ["TestBed", "refuse_reason", "subnet_for", "node_index", "up", "down", "status",
            "job_env", "rank_nodes"]
 
-STATE_DIR = "/run/pyfw-testbed"
+STATE_DIR = lease.STATE_DIR
 CG_ROOT = "/sys/fs/cgroup"
 CPU_CG = os.path.join(CG_ROOT, "cpu")
 CPU_PERIOD_US = 10_000
@@ -127,6 +129,7 @@ class TestBed:
         self.prefix = prefix
         self.net = subnet_for(prefix)
         self.state = os.path.join(STATE_DIR, prefix + ".json")
+        self._lease = None   # held from up() to down(): see pyfw.testbed.lease
 
     def node(self, i: int) -> str:
         """Node ``i``'s name (its namespace and hostname)."""
@@ -139,7 +142,8 @@ class TestBed:
     def up(self, nodes: int = 2, slots: int = 2, links=None, slow=None, delay=None) -> dict:
         """Create ``nodes`` nodes of ``slots`` ranks each (replacing this prefix's old ones).
 
-        ``links``: node -> tbf rate (``"100mbit"``); ``slow``: node -> CPU slowdown factor;
+        Refused (:class:`~pyfw.errors.TestBedBusy`) while another process uses this prefix's
+        test bed; this object holds a lease on it until :meth:`down`. ``links``: node -> tbf rate (``"100mbit"``); ``slow``: node -> CPU slowdown factor;
         ``delay``: node -> one-way delay in seconds added to every link of that node. Nodes
         are given as indices, letters or names. Returns the recorded state (see module doc).
         """
@@ -153,12 +157,17 @@ class TestBed:
         delay = {node_index(k, nodes): float(v) for k, v in (delay or {}).items()}
         if any(f < 1 for f in slow.values()):
             raise ValueError("a slowdown factor must be >= 1")
-        self.down()
-        try:
-            return self._build(nodes, slots, links, slow, delay)
-        except BaseException:
-            self.down()
-            raise
+        with lease.exclusive(self.prefix):
+            lease.refuse_if_used(self.prefix, "up")
+            self._teardown()
+            try:
+                info = self._build(nodes, slots, links, slow, delay)
+            except BaseException:
+                self._teardown()
+                raise
+            if self._lease is None:
+                self._lease = lease.hold(self.prefix)
+            return info
 
     def _build(self, nodes, slots, links, slow, delay) -> dict:
         br = self.prefix + "br"
@@ -232,7 +241,15 @@ class TestBed:
         return quota / period
 
     def down(self) -> None:
-        """Idempotent: removes every netns, link and cpu cgroup of this prefix."""
+        """Idempotent: removes every netns, link and cpu cgroup of this prefix. Refused
+        (:class:`~pyfw.errors.TestBedBusy`) while another process uses the test bed."""
+        with lease.exclusive(self.prefix):
+            lease.refuse_if_used(self.prefix, "down")
+            self._teardown()
+        lease.release(self._lease)
+        self._lease = None
+
+    def _teardown(self) -> None:
         for base in {CPU_CG, CG_ROOT}:
             if os.path.isdir(base):
                 for d in os.listdir(base):
@@ -253,13 +270,20 @@ class TestBed:
     def __enter__(self):
         import atexit
         import signal
-        atexit.register(self.down)
+        atexit.register(self._down_if_held)
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, lambda signum, _frame: (self.down(), os._exit(128 + signum)))
+            signal.signal(sig, lambda signum, _frame: (self._down_if_held(),
+                                                       os._exit(128 + signum)))
         return self
 
     def __exit__(self, *exc):
-        self.down()
+        self._down_if_held()
+
+    def _down_if_held(self) -> None:
+        # at exit, only a bed this object still holds: once down, the prefix may be another
+        # process's bed by now
+        if self._lease is not None:
+            self.down()
 
     def status(self) -> dict | None:
         """The recorded state of this test bed, or None when it is not up."""
