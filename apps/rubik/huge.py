@@ -161,12 +161,43 @@ def _check_classes(sep, seo, sinv, srep, sxor, fperm, cls2, symmul, rep_sl, rep_
     return bad.sum()
 
 
+@njit(cache=True, inline="always")
+def _holds(tab, base, value):
+    """Whether any of the class's 2187 twist entries (from ``base``) equals ``value``."""
+    for t in range(2187):
+        if tab[base + t] == value:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _set_next(tab, c2, t2, d, stab, tconj):
+    """Give entry (c2, t2) depth d + 1 if unset, with the entries the representative's own
+    symmetries map it to; returns how many were set."""
+    j = c2 * 2187 + t2
+    if tab[j] != UNSET:
+        return 0
+    tab[j] = d + 1
+    n = 1
+    mask = stab[c2]
+    if mask != 1:
+        for S in range(1, 16):
+            if mask & (1 << S):
+                j2 = c2 * 2187 + tconj[t2, S]
+                if tab[j2] == UNSET:
+                    tab[j2] = d + 1
+                    n += 1
+    return n
+
+
 @njit(cache=True, parallel=True)
 def _level(tab, d, c0, c1, rep_sl, rep_fl, stab, flipm, slicem, twm, srep, sxor, fperm,
            cls2, symmul, tconj, forward):
     """Classes c0..c1-1 of one BFS level over the quotient graph; returns how many entries
     got depth d + 1 (a level may run as several such calls: entries set to d + 1 by one
-    call are neither expanded nor taken for depth-d neighbours by the next)."""
+    call are neither expanded nor taken for depth-d neighbours by the next). Forward, a
+    depth-d entry sets its unset neighbours; backward, an unset entry with a depth-d
+    neighbour sets itself."""
     ncls = c1 - c0
     nchunk = 256
     counts = np.zeros(nchunk, np.int64)
@@ -176,47 +207,18 @@ def _level(tab, d, c0, c1, rep_sl, rep_fl, stab, flipm, slicem, twm, srep, sxor,
         n = 0
         for c in range(c0 + ch * ncls // nchunk, c0 + (ch + 1) * ncls // nchunk):
             base = c * 2187
-            if forward:
-                busy = False
-                for t in range(2187):
-                    if tab[base + t] == d:
-                        busy = True
-                        break
-            else:
-                busy = False
-                for t in range(2187):
-                    if tab[base + t] == UNSET:
-                        busy = True
-                        break
-            if not busy:
+            if not _holds(tab, base, d if forward else UNSET):
                 continue
-            sl = rep_sl[c]
-            fl = rep_fl[c]
-            for m in range(18):
-                c2, S = _class_of(flipm[fl, m], slicem[sl, m], srep, sxor, fperm, cls2, symmul)
-                kc[m] = c2
-                ks[m] = S
+            for m in range(18):   # the neighbour classes depend on the representative only
+                kc[m], ks[m] = _class_of(flipm[rep_fl[c], m], slicem[rep_sl[c], m], srep,
+                                         sxor, fperm, cls2, symmul)
             for t in range(2187):
                 v = tab[base + t]
-                if forward:
-                    if v != d:
-                        continue
+                if forward and v == d:
                     for m in range(18):
-                        c2 = kc[m]
-                        t2 = np.int64(tconj[twm[t, m], ks[m]])
-                        j = c2 * 2187 + t2
-                        if tab[j] == UNSET:
-                            tab[j] = d + 1
-                            n += 1
-                            mask = stab[c2]
-                            if mask != 1:    # the representative's own symmetries
-                                for S in range(1, 16):
-                                    if mask & (1 << S):
-                                        j2 = c2 * 2187 + tconj[t2, S]
-                                        if tab[j2] == UNSET:
-                                            tab[j2] = d + 1
-                                            n += 1
-                elif v == UNSET:
+                        n += _set_next(tab, kc[m], np.int64(tconj[twm[t, m], ks[m]]), d,
+                                       stab, tconj)
+                elif not forward and v == UNSET:
                     for m in range(18):
                         if tab[kc[m] * 2187 + tconj[twm[t, m], ks[m]]] == d:
                             tab[base + t] = d + 1
