@@ -500,6 +500,74 @@ def test_tuner_measures_and_dispatch_follows(tmp_path_factory):
 
 
 @pytest.mark.mpi(min_size=2)
+def _hot_path_round(c, b, dt, failures):
+    """Four calls of every collective on the same buffers (resolve, build the specs, then
+    the hot path twice), alternately through ``coll`` and the bound object, data changed
+    in place between calls; each result against native MPI's."""
+    n, r, m = c.Get_size(), c.Get_rank(), 6
+    s, s2 = np.zeros(m, dt), np.zeros(m * n, dt)
+    ag, ga, a2a = np.zeros(m * n, dt), np.zeros(m * n, dt), np.zeros(m * n, dt)
+    bc, red_s, red_r, all_r = (np.zeros(m, dt) for _ in range(4))
+    for it in range(4):
+        base = rand(m * n, dt, 7 * it + 1)
+        s[...] = base[r * m:(r + 1) * m]
+        s2[...] = base
+        face = coll if it % 2 == 0 else None
+        if face is coll:
+            coll.allgather(c, s, ag)
+            coll.gather(c, s, ga if r == 1 else None, 1)
+            coll.alltoall(c, s2, a2a)
+            bc[...] = s if r == 0 else 0
+            coll.bcast(c, bc, 0)
+        else:
+            b.Allgather(s, ag)
+            b.Gather(s, ga if r == 1 else None, 1)
+            b.Alltoall(s2, a2a)
+            bc[...] = s if r == 0 else 0
+            b.Bcast(bc, 0)
+        want = np.empty(m * n, dt)
+        c.Allgather(s, want)
+        if not same(ag, want):
+            failures.append(f"allgather {np.dtype(dt)} call {it}")
+        if r == 1 and not same(ga, want):
+            failures.append(f"gather {np.dtype(dt)} call {it}")
+        c.Alltoall(s2, want)
+        if not same(a2a, want):
+            failures.append(f"alltoall {np.dtype(dt)} call {it}")
+        ref = s.copy()
+        c.Bcast(ref, 0)
+        if not same(bc, ref):
+            failures.append(f"bcast {np.dtype(dt)} call {it}")
+        if np.dtype(dt) == np.bool_:
+            continue  # MPI.SUM is not defined for C_BOOL
+        red_s[...] = s
+        coll.allreduce(c, red_s, all_r, MPI.SUM)
+        coll.reduce(c, red_s, red_r if r == 0 else None, MPI.SUM, 0)
+        want_r = np.empty(m, dt)
+        c.Allreduce(red_s, want_r, MPI.SUM)
+        if not same(all_r, want_r) or (r == 0 and not same(red_r, want_r)):
+            failures.append(f"reduce/allreduce {np.dtype(dt)} call {it}")
+    from pyfw.coll import dispatch
+    if not (isinstance(dispatch._AG[4][0], MPI.buffer) and dispatch._AG[5][1] == m):
+        failures.append(f"allgather hot path without its spec ({np.dtype(dt)})")
+
+
+def _mixed_plan_binds_closures(c, failures):
+    """A plan with a pyfw algorithm: that attribute is a closure, results still right."""
+    r = c.Get_rank()
+    desc = abort_on_error(lambda: tuner.layout(c))
+    abort_on_error(lambda: coll.plan(c, table=fake_table(desc, {"bcast": [
+        "native", "binomial", "native"]}, (0, 16, 4096))))
+    b = coll.bind(c)
+    if b.Bcast == c.Bcast or b.Allgather != c.Allgather:
+        failures.append("bind: wrong attribute kinds on a mixed plan")
+    for blk in (16, 16, 16, 4096, 4096):
+        buf = np.arange(blk, dtype=np.uint8) if r == 0 else np.zeros(blk, np.uint8)
+        abort_on_error(lambda: b.Bcast(buf, 0))
+        if not (buf == np.arange(blk, dtype=np.uint8)).all():
+            failures.append(f"bind (mixed plan): Bcast {blk} B wrong")
+
+
 def test_hot_path_specs_give_native_results_for_every_collective():
     """The same buffer objects called again and again take the cached hot path, which calls
     mpi4py with pre-built ``[MPI.buffer, count, datatype]`` specs (per-process counts for
@@ -507,9 +575,7 @@ def test_hot_path_specs_give_native_results_for_every_collective():
     between calls, non-root ranks passing ``None``; results equal native MPI's. Also
     ``bind``: native bound methods where the plan is all native, closures otherwise, and
     odd item counts (not a multiple of p) raise as mpi4py does."""
-    w = world()
-    n, r = w.Get_size(), w.Get_rank()
-    c = w.Dup()
+    c = world().Dup()
     failures = []
     try:
         abort_on_error(lambda: coll.plan(c, table={}))  # native everywhere
@@ -518,73 +584,16 @@ def test_hot_path_specs_give_native_results_for_every_collective():
             if getattr(b, name) != getattr(c, name):
                 failures.append(f"bind: {name} is not the native method on an all-native plan")
         for dt in (np.uint8, np.int32, np.float64, np.complex128, np.bool_):
-            m = 6
-            s, s2 = np.zeros(m, dt), np.zeros(m * n, dt)
-            ag, ga, a2a = np.zeros(m * n, dt), np.zeros(m * n, dt), np.zeros(m * n, dt)
-            bc, red_s, red_r, all_r = np.zeros(m, dt), np.zeros(m, dt), np.zeros(m, dt), \
-                np.zeros(m, dt)
-            for it in range(4):  # resolve, build the specs, then the hot path twice
-                base = rand(m * n, dt, 7 * it + 1)
-                s[...] = base[r * m:(r + 1) * m]
-                s2[...] = base
-                form = coll if it % 2 == 0 else None
-                if form is coll:
-                    coll.allgather(c, s, ag)
-                    coll.gather(c, s, ga if r == 1 else None, 1)
-                    coll.alltoall(c, s2, a2a)
-                    bc[...] = s if r == 0 else 0
-                    coll.bcast(c, bc, 0)
-                else:
-                    b.Allgather(s, ag)
-                    b.Gather(s, ga if r == 1 else None, 1)
-                    b.Alltoall(s2, a2a)
-                    bc[...] = s if r == 0 else 0
-                    b.Bcast(bc, 0)
-                want = np.empty(m * n, dt)
-                c.Allgather(s, want)
-                if not same(ag, want):
-                    failures.append(f"allgather {np.dtype(dt)} call {it}")
-                if r == 1 and not same(ga, want):
-                    failures.append(f"gather {np.dtype(dt)} call {it}")
-                c.Alltoall(s2, want)
-                if not same(a2a, want):
-                    failures.append(f"alltoall {np.dtype(dt)} call {it}")
-                ref = s.copy()
-                c.Bcast(ref, 0)
-                if not same(bc, ref):
-                    failures.append(f"bcast {np.dtype(dt)} call {it}")
-                if np.dtype(dt) == np.bool_:
-                    continue  # MPI.SUM is not defined for C_BOOL
-                red_s[...] = s
-                coll.allreduce(c, red_s, all_r, MPI.SUM)
-                coll.reduce(c, red_s, red_r if r == 0 else None, MPI.SUM, 0)
-                want_r = np.empty(m, dt)
-                c.Allreduce(red_s, want_r, MPI.SUM)
-                if not same(all_r, want_r) or (r == 0 and not same(red_r, want_r)):
-                    failures.append(f"reduce/allreduce {np.dtype(dt)} call {it}")
-            from pyfw.coll import dispatch
-            if not (isinstance(dispatch._AG[4][0], MPI.buffer) and dispatch._AG[5][1] == m):
-                failures.append(f"allgather hot path without its spec ({np.dtype(dt)})")
+            _hot_path_round(c, b, dt, failures)
         # a receive buffer whose item count is not a multiple of p: mpi4py's own error
-        odd = np.zeros(n * 2 + 1, np.int32)
+        odd = np.zeros(c.Get_size() * 2 + 1, np.int32)
         for _ in range(3):
             try:
                 coll.allgather(c, np.zeros(2, np.int32), odd)
                 failures.append("allgather into a non-multiple buffer did not raise")
             except ValueError:
                 pass
-        # a plan with a pyfw algorithm: that attribute is a closure, results still right
-        desc = abort_on_error(lambda: tuner.layout(c))
-        abort_on_error(lambda: coll.plan(c, table=fake_table(desc, {"bcast": [
-            "native", "binomial", "native"]}, (0, 16, 4096))))
-        b = coll.bind(c)
-        if b.Bcast == c.Bcast or b.Allgather != c.Allgather:
-            failures.append("bind: wrong attribute kinds on a mixed plan")
-        for blk in (16, 16, 16, 4096, 4096):
-            buf = np.arange(blk, dtype=np.uint8) if r == 0 else np.zeros(blk, np.uint8)
-            abort_on_error(lambda: b.Bcast(buf, 0))
-            if not (buf == np.arange(blk, dtype=np.uint8)).all():
-                failures.append(f"bind (mixed plan): Bcast {blk} B wrong")
+        _mixed_plan_binds_closures(c, failures)
         coll.plan(c).free()
         verdict(failures)
     finally:

@@ -179,6 +179,22 @@ def test_hot_path_follows_buffer_size_and_plan_changes():
 
 # ------------------------------------------------------------------ emulated links (MPI)
 @pytest.mark.mpi(min_size=2)
+def _one_slow_link_picks_ring(c, pc, ag, k, failures):
+    """Only link 0-2 slowed: ring (neighbours only) is the algorithm that avoids it; 20 ms,
+    so that probe noise on the other links (ms on a loaded, oversubscribed box, paid on
+    each of ring's p-1 steps) cannot outweigh it. Returns the plan."""
+    t = fake_links_table(c.Get_size(), {a: [20 * US, 100 * US] for a in ag})
+    plan = coll.plan(c, table=t)
+    pc.shaper = None
+    LinkShaper.for_comm(pc, latency={(0, 2): 20e-3})
+    m = probe_pairs(pc, sizes=(8,), reps=7, method="min", timeout=30)
+    before = plan.choice["allgather"][k]
+    got = plan.use_links(m)["allgather"][k]
+    if before != "native" or got != "ring":
+        failures.append(f"slow 0-2 link: {before} -> {got}")
+    return plan
+
+
 def test_emulated_link_latency_changes_the_choice():
     """Links slowed by a known injected latency (pyfw.monitor.emulate.LinkShaper), probed by
     the link monitor; use_links() must move the choice away from the algorithm whose
@@ -217,18 +233,7 @@ def test_emulated_link_latency_changes_the_choice():
         if p == 2 and got != "native":  # one step either way: no algorithm wins the margin
             failures.append(f"+5 ms links at p=2: {got}")
         if p >= 4:
-            # only link 0-2 slowed: ring (neighbours only) is the algorithm that avoids it;
-            # 20 ms, so that probe noise on the other links (ms on a loaded, oversubscribed
-            # box, paid on each of ring's p-1 steps) cannot outweigh it
-            t = fake_links_table(p, {a: [20 * US, 100 * US] for a in ag})
-            plan = coll.plan(c, table=t)
-            pc.shaper = None
-            LinkShaper.for_comm(pc, latency={(0, 2): 20e-3})
-            m = probe_pairs(pc, sizes=(8,), reps=7, method="min", timeout=30)
-            before = plan.choice["allgather"][k]
-            got = plan.use_links(m)["allgather"][k]
-            if before != "native" or got != "ring":
-                failures.append(f"slow 0-2 link: {before} -> {got}")
+            plan = _one_slow_link_picks_ring(c, pc, ag, k, failures)
         # the re-ranked plan still gives native's results
         send = np.full(4096, w.Get_rank(), np.uint8)
         out, ref = np.empty(4096 * p, np.uint8), np.empty(4096 * p, np.uint8)
