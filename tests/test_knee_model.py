@@ -44,6 +44,22 @@ def test_pouch_probe_is_in_the_pouch_on_small_grids(shape, device):
     assert planes(geo, 0, shape[0])[p] == ID["synovial_fluid"]
 
 
+@pytest.mark.parametrize("depth", [2.0, 6.0, 10.0])
+def test_pouch_holds_the_asked_depth_of_fluid_under_the_tendon(depth):
+    """``pouch`` mm of fluid along the anterior midline at the probe's level (1 mm grid, a
+    full-size leg), the probe in its middle, with the tendon in front of it."""
+    geo = Geometry(shape=(140, 150, 150), device="none", pouch=depth)
+    geo.validate()
+    z, y, x = geo.points()["suprapatellar_pouch"]
+    ray = planes(geo, z, z + 1)[0, :, x]
+    fluid = np.flatnonzero(ray == ID["synovial_fluid"])
+    assert len(fluid) == pytest.approx(depth, abs=1.0)
+    assert fluid.min() <= y <= fluid.max()
+    assert ray[fluid.max() + 1] == ID["tendon"]
+    with pytest.raises(ConfigurationError, match="pouch"):
+        Geometry(pouch=0.0).validate()
+
+
 @pytest.mark.parametrize("subcutis", [2.0, 6.0, 14.0])
 def test_muscle_probes_lie_the_asked_depth_under_the_fat_and_the_bag_over_them(subcutis):
     """The thigh and calf probes (Otte 2002, Myrer 2001) sit in muscle 10 and 30 mm under a

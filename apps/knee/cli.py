@@ -67,6 +67,9 @@ def _model_options(g) -> None:
     g.add_argument("--device-at", type=float, default=0.0, metavar="MM",
                    help="centre of the device along the leg, mm above the joint line "
                         "(default 0; e.g. 40 for the thigh muscle probe, -40 for the calf's)")
+    g.add_argument("--pouch", type=float, default=2.0, metavar="MM",
+                   help="fluid depth of the suprapatellar pouch, mm (default 2: a healthy "
+                        "knee; more for a joint distended by fluid)")
     g.add_argument("--bandage", type=float, default=0.0,
                    help="dressing under the device, mm (default 0: healthy knee; 1-2 for a "
                         "post-operative dressing)")
@@ -156,7 +159,7 @@ def sensitivity_band(p, summ) -> dict | None:
     ref = Params()
     same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack",
             "perfusion_lag", "pack_temp", "t_arterial", "ambient", "h_air", "overrides",
-            "arthroscopy_min", "subcutis_mm", "device_at_mm")
+            "arthroscopy_min", "subcutis_mm", "device_at_mm", "pouch_mm")
     if any(getattr(p, k) != getattr(ref, k) for k in same):
         return None
     with open(SENSITIVITY) as fh:
@@ -199,7 +202,8 @@ def _start(args, comm, log, kw):
                cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
                overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol,
                arthroscopy_min=args.arthroscopy, irrigant_temp=args.irrigant_temp,
-               subcutis_mm=args.subcutis, device_at_mm=args.device_at)
+               subcutis_mm=args.subcutis, device_at_mm=args.device_at,
+               pouch_mm=args.pouch)
     run = KneeRun(comm, p, **kw)
     run.steady_state()
     run.irrigate()

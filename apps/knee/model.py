@@ -69,13 +69,15 @@ class Params:
     irrigant_temp: float = 24.5    # C, the irrigated cavity's temperature
     subcutis_mm: float = phantom.SUBCUTIS_MM   # skin + subcutaneous fat (half a skinfold)
     device_at_mm: float = 0.0      # the device's centre above the joint line (below: < 0)
+    pouch_mm: float = phantom.POUCH_MM   # fluid depth of the suprapatellar pouch
 
     def geometry(self) -> phantom.Geometry:
         """The phantom's grid and device layout for these parameters."""
         return phantom.Geometry(shape=tuple(self.shape), dx=self.dx_mm, device=self.device,
                                 sides=tuple(self.sides), thickness=self.thickness_mm,
                                 length=self.length_mm, bandage=self.bandage_mm,
-                                subcutis=self.subcutis_mm, device_at=self.device_at_mm)
+                                subcutis=self.subcutis_mm, device_at=self.device_at_mm,
+                                pouch=self.pouch_mm)
 
     def tissues(self):
         """The tissue table with the skin-air coefficient and the overrides applied."""

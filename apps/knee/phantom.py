@@ -68,6 +68,7 @@ PATELLA_Z = 10.0       # the patella's centre above the joint line
 PATELLA_HALF = 24.0    # its half-length along the leg
 PATELLA_TOP = PATELLA_Z + PATELLA_HALF   # its upper pole
 JOINT_BAND_TOP = 20.0  # the joint band's fat (no muscle in front) ends here
+POUCH_MM = 2.0         # the suprapatellar pouch's fluid depth (healthy; scaled with the leg)
 POUCH_TOP = 55.0       # the suprapatellar pouch's upper end above the joint line
 POUCH_PROBE = 0.5 * (PATELLA_TOP + POUCH_TOP)   # the probe: middle of the part above the pole
 TENDON_TOP = PATELLA_TOP + 65.0
@@ -86,6 +87,7 @@ class Geometry:
     radius: float = 62.0           # outer leg radius if it fits
     subcutis: float = SUBCUTIS_MM  # skin + subcutaneous fat, mm (a skinfold is twice this)
     device_at: float = 0.0         # the device's centre, mm above the joint line
+    pouch: float = POUCH_MM        # fluid in the suprapatellar pouch, mm deep (distended: more)
 
     def validate(self) -> None:
         """Raise :class:`ConfigurationError` if the grid, device or sides cannot be built."""
@@ -103,6 +105,9 @@ class Geometry:
             raise ConfigurationError("a cooling device needs at least one side")
         if self.thickness <= 0 or self.bandage < 0 or self.length <= 0 or self.dx <= 0:
             raise ConfigurationError("thickness, length, dx must be > 0 and bandage >= 0")
+        if not 0.0 < self.pouch <= 20.0:
+            raise ConfigurationError(f"suprapatellar pouch of {self.pouch:g} mm: give a fluid "
+                                     f"depth above 0 and up to 20 mm")
         if not SKIN_MM <= self.subcutis <= 40.0:
             raise ConfigurationError(f"subcutis (skin + subcutaneous fat) of {self.subcutis:g} "
                                      f"mm: give {SKIN_MM:g} (skin alone) to 40 mm")
@@ -147,13 +152,17 @@ class Geometry:
         the joint line: behind the patella just in front of the femur's anterior cortex,
         above the patella's upper pole just under the quadriceps tendon."""
         s = self.scale
-        half = 0.5 * max(2.0 * s, self.dx)
+        half = self._pouch_half()
         on_femur = self._femur_front(zmm) + 1.0 * s + half
         if zmm >= PATELLA_TOP * s:
             # under the tendon; on a small leg (the skin and fat do not scale)
             # that would be inside the femur: then on the femur as below the pole
             return max(self._y_at_depth(self.subcutis + TENDON_MM * s + half), on_femur)
         return on_femur
+
+    def _pouch_half(self) -> float:
+        """Half the pouch's fluid depth (mm; at least half a voxel)."""
+        return 0.5 * max(self.pouch * self.scale, self.dx)
 
     def _femur_front(self, zmm: float) -> float:
         """y of the femur's anterior surface in the midline ``zmm`` above the joint line."""
@@ -274,14 +283,14 @@ def _bones_and_joint(out, geo, z, y, x, depth) -> None:
     tendon = ((z >= JOINT_BAND_TOP * s) & (z <= TENDON_TOP * s) & (np.abs(x) <= 22.0 * s) & (y > 0)
               & (depth >= geo.subcutis) & (depth < geo.subcutis + TENDON_MM * s))
     out[tendon & (out == ID["muscle"])] = ID["tendon"]
-    # suprapatellar pouch: 2 mm of fluid, 22 mm wide; above the patella under the tendon,
+    # suprapatellar pouch: ``pouch`` mm of fluid (2), 22 mm wide; above the patella under the tendon,
     # with the fat pads between it and the femur
     zz, yy, xx = z[:, 0, 0], y[0, :, 0], x[0, 0, :]
     soft = (ID["muscle"], ID["fat"])
     for kz, zmm in enumerate(zz):
         if gap / 2 <= zmm <= POUCH_TOP * s:
             yp = geo._pouch_y(zmm)
-            h = 0.5 * max(2.0 * s, d)
+            h = geo._pouch_half()
             mid = (np.abs(xx) <= 11.0 * s)[None, :]
             if zmm >= PATELLA_TOP * s:
                 pads = ((yy < yp - h) & (yy > geo._femur_front(zmm)))[:, None] & mid
