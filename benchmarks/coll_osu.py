@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -124,8 +123,77 @@ def user_calls(name: str, c, b) -> dict:
     raise ValueError(name)
 
 
-def worker(args) -> None:
+#: the paired ratios to native recorded per size: key -> the variant divided by native
+PAIRED_RATIOS = (("ratio", "tuned"), ("ratio_bound", "bound"),
+                 ("ratio_aa", "native_again"), ("ratio_wrapper", "wrapper"))
+
+
+def ratio_stats(got: dict, v: str) -> list:
+    """Median, min and max over rounds of the per-round ratio of variant ``v`` to native."""
     import numpy as np
+    q = [t / n for t, n in zip(got[v], got["native"])]
+    return [float(np.median(q)), float(min(q)), float(max(q))]
+
+
+def measure_paired(name: str, c, bound, a, args, res: dict, pair: dict, cold: dict) -> None:
+    """Pass 1 at one size: native/tuned/bound/wrapper paired, per round and per call."""
+    import numpy as np
+
+    from pyfw.coll import tuner
+
+    # 1. native vs tuned vs bound vs wrapper, paired. Primary: interleaved per round
+    # (each variant's calls back to back, as in a loop over one collective);
+    # "cold": interleaved per call (each call follows other variants' calls)
+    calls = user_calls(name, c, bound)
+    got = tuner.measure_interleaved(c, calls, a, args.pair_budget, args.rounds, 20,
+                                    5000, blocks=True)
+    for v in ("native", "native_again", "tuned", "bound", "wrapper"):
+        x = got[v]
+        for key, f in (("median", np.median), ("min", min), ("max", max)):
+            res[key].setdefault(v, []).append(float(f(x)))
+    for key, v in PAIRED_RATIOS:
+        pair[key].append(ratio_stats(got, v))
+    got = tuner.measure_interleaved(c, calls, a, args.pair_budget, args.rounds, 20,
+                                    5000)
+    for key, v in PAIRED_RATIOS:
+        cold.setdefault(key, []).append(ratio_stats(got, v))
+    cold.setdefault("native", []).append(float(np.median(got["native"])))
+
+
+def measure_collective(name: str, c, plan, bound, args) -> dict:
+    """Both passes over every size of one collective, and the table's choices."""
+    import numpy as np
+
+    from pyfw.coll import tuner
+
+    p, r = c.Get_size(), c.Get_rank()
+    algs = tuner.candidates(plan, name)
+    variants = algs + (["smp_view"] if name == "allgather" and p > 1 else [])
+    pair = {"ratio": [], "ratio_bound": [], "ratio_aa": [], "ratio_wrapper": []}
+    cold = {}
+    res = {"median": {}, "min": {}, "max": {}}
+    allv = {v: [] for v in variants}
+    for b in args.sizes:
+        a = tuner.buffers(name, b, p, r)
+        measure_paired(name, c, bound, a, args, res, pair, cold)
+        # 2. every algorithm (native included) interleaved per iteration
+        fns = {v: plan.algorithm(name, v) for v in algs}
+        if "smp_view" in variants:
+            view = plan._smp_object("direct").view
+            fns["smp_view"] = lambda s, rb_: view(s)
+        got = tuner.measure_interleaved(c, fns, a, args.budget * len(fns), args.rounds)
+        for v in variants:
+            allv[v].append(got[v])
+    for v in variants:
+        name_v = v if v != "native" else "native_alg"
+        for key, f in (("median", np.median), ("min", min), ("max", max)):
+            res[key][name_v] = [float(f(x)) for x in allv[v]]
+    return dict(sizes=args.sizes, **res, paired=pair, paired_cold=cold,
+                choice=[plan.choice[name][b.bit_length()] for b in args.sizes])
+
+
+def worker(args) -> None:
+    """One job under MPI: tune, measure every collective, rank 0 the per-call overhead."""
     from mpi4py import MPI
 
     from pyfw import coll
@@ -147,51 +215,7 @@ def worker(args) -> None:
     out = {"p": p, "tune_seconds": tune_s, "table": table, "collectives": {},
            "load_before": os.getloadavg()}
     for name in colls:
-        algs = tuner.candidates(plan, name)
-        variants = algs + (["smp_view"] if name == "allgather" and p > 1 else [])
-        pair = {"ratio": [], "ratio_bound": [], "ratio_aa": [], "ratio_wrapper": []}
-        cold = {}
-        res = {"median": {}, "min": {}, "max": {}}
-        allv = {v: [] for v in variants}
-        for i, b in enumerate(args.sizes):
-            a = tuner.buffers(name, b, p, r)
-            # 1. native vs tuned vs bound vs wrapper, paired. Primary: interleaved per round
-            # (each variant's calls back to back, as in a loop over one collective);
-            # "cold": interleaved per call (each call follows other variants' calls)
-            calls = user_calls(name, c, bound)
-            got = tuner.measure_interleaved(c, calls, a, args.pair_budget, args.rounds, 20,
-                                            5000, blocks=True)
-            for v in ("native", "native_again", "tuned", "bound", "wrapper"):
-                x = got[v]
-                for key, f in (("median", np.median), ("min", min), ("max", max)):
-                    res[key].setdefault(v, []).append(float(f(x)))
-            for key, v in (("ratio", "tuned"), ("ratio_bound", "bound"),
-                           ("ratio_aa", "native_again"), ("ratio_wrapper", "wrapper")):
-                q = [t / n for t, n in zip(got[v], got["native"])]
-                pair[key].append([float(np.median(q)), float(min(q)), float(max(q))])
-            got = tuner.measure_interleaved(c, calls, a, args.pair_budget, args.rounds, 20,
-                                            5000)
-            for key, v in (("ratio", "tuned"), ("ratio_bound", "bound"),
-                           ("ratio_aa", "native_again"), ("ratio_wrapper", "wrapper")):
-                q = [t / n for t, n in zip(got[v], got["native"])]
-                cold.setdefault(key, []).append([float(np.median(q)), float(min(q)),
-                                                 float(max(q))])
-            cold.setdefault("native", []).append(float(np.median(got["native"])))
-            # 2. every algorithm (native included) interleaved per iteration
-            fns = {v: plan.algorithm(name, v) for v in algs}
-            if "smp_view" in variants:
-                view = plan._smp_object("direct").view
-                fns["smp_view"] = lambda s, rb_: view(s)
-            got = tuner.measure_interleaved(c, fns, a, args.budget * len(fns), args.rounds)
-            for v in variants:
-                allv[v].append(got[v])
-        for v in variants:
-            name_v = v if v != "native" else "native_alg"
-            for key, f in (("median", np.median), ("min", min), ("max", max)):
-                res[key][name_v] = [float(f(x)) for x in allv[v]]
-        out["collectives"][name] = dict(
-            sizes=args.sizes, **res, paired=pair, paired_cold=cold,
-            choice=[plan.choice[name][b.bit_length()] for b in args.sizes])
+        out["collectives"][name] = measure_collective(name, c, plan, bound, args)
         if r == 0:
             print(f"coll_osu p={p}: {name} done", flush=True)
     out["load_after"] = os.getloadavg()
@@ -308,59 +332,75 @@ def analyse(data: dict, slow: float = 1.05, fast: float = 0.95) -> dict:
         report["per_ranks"][n] = per_ranks(run, slow)
         report.setdefault("per_ranks_cold", {})[n] = per_ranks(run, slow, "paired_cold")
         for name, e in run["collectives"].items():
-            sizes = e["sizes"]
-            for form, key in (("tuned", "ratio"), ("bound", "ratio_bound")):
-                rr = e["paired"][key]
-                med = [x[0] for x in rr]
-                worst = max(range(len(sizes)), key=lambda i: med[i])
-                best = min(range(len(sizes)), key=lambda i: med[i])
-                report["tuned_vs_native"][f"{name} p={n} {form}"] = {
-                    "worst_ratio": round(med[worst], 3), "at_size": sizes[worst],
-                    "worst_spread": [round(rr[worst][1], 3), round(rr[worst][2], 3)],
-                    "best_ratio": round(med[best], 3), "at_size_best": sizes[best],
-                    "choice_at_best": e["choice"][best]}
-                if "ratio_aa" in e["paired"]:
-                    aa = [x[0] for x in e["paired"]["ratio_aa"]]
-                    report["tuned_vs_native"][f"{name} p={n} {form}"]["aa_worst_dev"] = \
-                        round(max(abs(x - 1) for x in aa), 3)
-                for i, s in enumerate(sizes):
-                    if med[i] > slow:
-                        report["tuned_slow_points"].append(
-                            {"coll": name, "p": int(n), "form": form, "size": s,
-                             "ratio": round(med[i], 3),
-                             "ratio_spread": [round(rr[i][1], 3), round(rr[i][2], 3)],
-                             "aa": (round(e["paired"]["ratio_aa"][i][0], 3)
-                                    if "ratio_aa" in e["paired"] else None),
-                             "choice": e["choice"][i],
-                             "wrapper": (round(e["paired"]["ratio_wrapper"][i][0], 3)
-                                         if "ratio_wrapper" in e["paired"] else None),
-                             "native_us": round(e["median"]["native"][i] * 1e6, 2),
-                             "tuned_us": round(e["median"][form][i] * 1e6, 2)})
-            for i, s in enumerate(sizes):
-                if e["choice"][i] not in ("native", "empty"):
-                    report["chosen"].append({"coll": name, "p": int(n), "size": s,
-                                             "choice": e["choice"][i],
-                                             "ratio": round(e["paired"]["ratio"][i][0], 3)})
-            nat = e["median"]["native_alg"]
-            for alg, t in e["median"].items():
-                if alg in ("native", "native_again", "tuned", "bound", "wrapper", "native_alg"):
-                    continue
-                run_start = None
-                for i in range(len(sizes) + 1):
-                    win = i < len(sizes) and nat[i] > 0 and t[i] < fast * nat[i] and \
-                        e["max"][alg][i] < nat[i]
-                    if win and run_start is None:
-                        run_start = i
-                    if not win and run_start is not None:
-                        js = range(run_start, i)
-                        report["wins"].append({
-                            "coll": name, "p": int(n), "algorithm": alg,
-                            "sizes": [sizes[run_start], sizes[i - 1]],
-                            "speedup_median": round(float(sorted(nat[j] / t[j] for j in js)[
-                                len(js) // 2]), 2),
-                            "speedup_max": round(max(nat[j] / t[j] for j in js), 2)})
-                        run_start = None
+            paired_verdicts(report, name, n, e, slow)
+            chosen_points(report, name, n, e)
+            winning_regimes(report, name, n, e, fast)
     return report
+
+
+def paired_verdicts(report: dict, name: str, n: str, e: dict, slow: float) -> None:
+    """Into ``report``: worst/best paired ratios and points over ``slow``."""
+    sizes = e["sizes"]
+    for form, key in (("tuned", "ratio"), ("bound", "ratio_bound")):
+        rr = e["paired"][key]
+        med = [x[0] for x in rr]
+        worst = max(range(len(sizes)), key=lambda i: med[i])
+        best = min(range(len(sizes)), key=lambda i: med[i])
+        report["tuned_vs_native"][f"{name} p={n} {form}"] = {
+            "worst_ratio": round(med[worst], 3), "at_size": sizes[worst],
+            "worst_spread": [round(rr[worst][1], 3), round(rr[worst][2], 3)],
+            "best_ratio": round(med[best], 3), "at_size_best": sizes[best],
+            "choice_at_best": e["choice"][best]}
+        if "ratio_aa" in e["paired"]:
+            aa = [x[0] for x in e["paired"]["ratio_aa"]]
+            report["tuned_vs_native"][f"{name} p={n} {form}"]["aa_worst_dev"] = \
+                round(max(abs(x - 1) for x in aa), 3)
+        for i, s in enumerate(sizes):
+            if med[i] > slow:
+                report["tuned_slow_points"].append(
+                    {"coll": name, "p": int(n), "form": form, "size": s,
+                     "ratio": round(med[i], 3),
+                     "ratio_spread": [round(rr[i][1], 3), round(rr[i][2], 3)],
+                     "aa": (round(e["paired"]["ratio_aa"][i][0], 3)
+                            if "ratio_aa" in e["paired"] else None),
+                     "choice": e["choice"][i],
+                     "wrapper": (round(e["paired"]["ratio_wrapper"][i][0], 3)
+                                 if "ratio_wrapper" in e["paired"] else None),
+                     "native_us": round(e["median"]["native"][i] * 1e6, 2),
+                     "tuned_us": round(e["median"][form][i] * 1e6, 2)})
+
+
+def chosen_points(report: dict, name: str, n: str, e: dict) -> None:
+    """Into ``report``: the sizes where the tuned table picks a pyfw algorithm."""
+    for i, s in enumerate(e["sizes"]):
+        if e["choice"][i] not in ("native", "empty"):
+            report["chosen"].append({"coll": name, "p": int(n), "size": s,
+                                     "choice": e["choice"][i],
+                                     "ratio": round(e["paired"]["ratio"][i][0], 3)})
+
+
+def winning_regimes(report: dict, name: str, n: str, e: dict, fast: float) -> None:
+    """Into ``report``: size ranges where a pyfw algorithm beats ``fast``·native."""
+    sizes = e["sizes"]
+    nat = e["median"]["native_alg"]
+    for alg, t in e["median"].items():
+        if alg in ("native", "native_again", "tuned", "bound", "wrapper", "native_alg"):
+            continue
+        run_start = None
+        for i in range(len(sizes) + 1):
+            win = i < len(sizes) and nat[i] > 0 and t[i] < fast * nat[i] and \
+                e["max"][alg][i] < nat[i]
+            if win and run_start is None:
+                run_start = i
+            if not win and run_start is not None:
+                js = range(run_start, i)
+                report["wins"].append({
+                    "coll": name, "p": int(n), "algorithm": alg,
+                    "sizes": [sizes[run_start], sizes[i - 1]],
+                    "speedup_median": round(float(sorted(nat[j] / t[j] for j in js)[
+                        len(js) // 2]), 2),
+                    "speedup_max": round(max(nat[j] / t[j] for j in js), 2)})
+                run_start = None
 
 
 def per_ranks(run: dict, slow: float = 1.05, which: str = "paired") -> dict:

@@ -45,6 +45,7 @@ import glob
 import json
 import os
 import time
+from types import SimpleNamespace
 
 import numpy as np
 from mpi4py import MPI
@@ -195,7 +196,8 @@ def st(a):
     return {"median": float(np.median(a)), "min": float(np.min(a)), "max": float(np.max(a))}
 
 
-def main():
+def parse_args():
+    """The command line (the modes and their step counts: see the module docstring)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", type=int, nargs=3, default=(200, 160, 160))
     ap.add_argument("--slow", type=float, default=3.0)
@@ -211,11 +213,11 @@ def main():
                          "run to follow it (0: skip)")
     ap.add_argument("--tag", default="", help="suffix of the JSON name")
     ap.add_argument("--plot", action="store_true", help="summary PNG from the JSON files")
-    args = ap.parse_args()
-    if args.plot:
-        return plot_summary()
-    mpi = MPI.COMM_WORLD
-    p = mpi.size
+    return ap.parse_args()
+
+
+def make_case(args, p):
+    """The case every mode runs: grid, plane costs, true speeds, exact ideal, oracle cuts."""
     shape = tuple(args.shape)
     spp = args.sec_per_plane
     cost = make_cost(args.cost, shape[0])
@@ -223,99 +225,130 @@ def main():
     slow_rank = args.slow_rank % p
     speeds[slow_rank] = 1.0 / args.slow
     ideal = float(cost.sum()) * spp / speeds.sum()
-    opt, opt_cuts = optimal_bottleneck(cost, speeds)
-    oracle_cuts = part.partition(cost, speeds)
-    res = {"ranks": p, "cores": os.cpu_count(), "shape": shape, "slow": args.slow,
-           "slow_rank": slow_rank, "sec_per_plane": spp, "cost": args.cost,
-           "steps": args.steps, "settle": args.settle, "every": args.every,
-           "plane_bytes": int(np.prod(shape[1:])) * sum(np.dtype(t).itemsize
-                                                          for _, t in FIELDS),
-           "load_avg_start": os.getloadavg(),
-           "ideal": {"step_s": ideal, "discrete_opt_s": opt * spp,
-                     "discrete_opt_cuts": opt_cuts.tolist()},
-           "oracle_cuts": oracle_cuts.tolist(),
-           "oracle_pred_s": part.bottleneck(cost, speeds, oracle_cuts) * spp}
+    return SimpleNamespace(p=p, shape=shape, spp=spp, cost=cost, speeds=speeds,
+                           slow_rank=slow_rank, ideal=ideal,
+                           oracle_cuts=part.partition(cost, speeds))
 
-    def log(*a):
-        if mpi.rank == 0:
-            print(*a, flush=True)
 
-    # --- even and oracle (fixed cuts, no balancer)
-    for name, cuts in (("even", part.even_cuts(shape[0], p)), ("oracle", oracle_cuts)):
-        dom, model = build(mpi, shape, cost, cuts, spp, speeds)
-        run_steps(dom, model, None, 3)
-        w, c = run_steps(dom, model, None, args.steps)
-        tp = throughput(dom, model, None, args.steps)
-        comp = mpi.allgather(float(np.median(c)))
-        res[name] = {"step_s": st(w), "throughput_s": tp, "cuts": dom.cuts.tolist(),
-                     "pred_s": part.bottleneck(cost, speeds, dom.cuts) * spp,
-                     "compute_median_s": comp, "data_ok": check_data(dom)}
-        log(f"{name}: median {st(w)['median'] * 1e3:.2f} ms ({w.min() * 1e3:.2f}-"
-            f"{w.max() * 1e3:.2f}), throughput {tp * 1e3:.2f} ms, ideal {ideal * 1e3:.2f} ms")
-        dom.close()
+def header(args, case):
+    """The result's settings and the exact (unmeasured) ideal, discrete optimum and oracle."""
+    shape, spp = case.shape, case.spp
+    opt, opt_cuts = optimal_bottleneck(case.cost, case.speeds)
+    return {"ranks": case.p, "cores": os.cpu_count(), "shape": shape, "slow": args.slow,
+            "slow_rank": case.slow_rank, "sec_per_plane": spp, "cost": args.cost,
+            "steps": args.steps, "settle": args.settle, "every": args.every,
+            "plane_bytes": int(np.prod(shape[1:])) * sum(np.dtype(t).itemsize
+                                                           for _, t in FIELDS),
+            "load_avg_start": os.getloadavg(),
+            "ideal": {"step_s": case.ideal, "discrete_opt_s": opt * spp,
+                      "discrete_opt_cuts": opt_cuts.tolist()},
+            "oracle_cuts": case.oracle_cuts.tolist(),
+            "oracle_pred_s": part.bottleneck(case.cost, case.speeds, case.oracle_cuts) * spp}
 
-    # --- balanced, from the even cuts
-    reps = []
-    for rep in range(args.repeats):
-        dom, model = build(mpi, shape, cost, part.even_cuts(shape[0], p), spp, speeds)
-        bal = Balancer(dom, every=args.every)
-        t0 = time.perf_counter()
-        w_settle, _ = run_steps(dom, model, bal, args.settle)
-        settle_s = mpi.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-        moved = [h for h in bal.history if h["moved"]]
-        moves_settle = dom.moves
-        w, c = run_steps(dom, model, bal, args.steps)
-        tp = throughput(dom, model, bal, args.steps)
-        comp = mpi.allgather(float(np.median(c)))
-        cuts = dom.cuts.tolist()
-        moves_timed = dom.moves - moves_settle
-        pred = part.bottleneck(cost, speeds, dom.cuts) * spp   # before the swap below
-        plane_diff = int(np.abs(dom.cuts - oracle_cuts).max())
-        swap = None
-        if args.swap_settle > 0:   # the slow rank changes mid-run: how fast do cuts follow?
-            sp2 = np.ones(p)
-            slow2 = (slow_rank + p // 2) % p
-            sp2[slow2] = 1.0 / args.slow
-            model.speed = sp2[mpi.rank]
-            m0, s0, h0 = dom.moves, bal.steps, len(bal.history)
-            w2, _ = run_steps(dom, model, bal, args.swap_settle)
-            mv = [h for h in bal.history[h0:] if h["moved"]]
-            opt2, _ = optimal_bottleneck(cost, sp2)
-            tail = w2[-min(40, len(w2)):]
-            swap = {"slow_rank": slow2, "moves": dom.moves - m0,
-                    "steps_to_last_move": (mv[-1]["step"] - s0) if mv else None,
-                    "cuts": dom.cuts.tolist(),
-                    "pred_s": part.bottleneck(cost, sp2, dom.cuts) * spp,
-                    "discrete_opt_s": opt2 * spp, "ideal_s": ideal,
-                    "last40_step_s": st(tail), "step_s": w2.tolist(),
-                    "data_ok": check_data(dom)}
-        r = {"step_s": st(w), "throughput_s": tp, "cuts": cuts, "pred_s": pred,
-             "cuts_equal_oracle": cuts == oracle_cuts.tolist(),
-             "max_plane_diff_vs_oracle": plane_diff,
-             "moves_settle": moves_settle, "moves_timed": moves_timed,
-             "last_move_step": moved[-1]["step"] if moved else None,
-             "move_seconds": [h["seconds"] for h in moved],
-             "settle_s": settle_s, "settle_step_s": w_settle.tolist(),
-             "speeds_forecast": (dom.monitor.speeds() * spp).tolist(),
-             "compute_median_s": comp, "checks": len(bal.history),
-             "monitor_overhead": mpi.allreduce(dom.monitor.overhead(), op=MPI.MAX),
-             "data_ok": check_data(dom), "swap": swap,
-             "log": [{k: h.get(k) for k in ("step", "cuts", "proposed", "stale", "imbalance", "loss",
-                                            "move_cost", "gain", "moved", "seconds")}
-                     for h in bal.history]}
-        reps.append(r)
-        log(f"balanced #{rep}: median {r['step_s']['median'] * 1e3:.2f} ms "
-            f"({w.min() * 1e3:.2f}-{w.max() * 1e3:.2f}), throughput {tp * 1e3:.2f} ms, "
-            f"moves {moves_settle}+{r['moves_timed']}, last move at step "
-            f"{r['last_move_step']}, cuts {cuts} (oracle {oracle_cuts.tolist()}), "
-            f"data ok {r['data_ok']}")
-        if swap:
-            log(f"  slow rank {slow_rank} -> {swap['slow_rank']}: {swap['moves']} move(s), last "
-                f"{swap['steps_to_last_move']} steps after the change, last 40 steps "
-                f"{swap['last40_step_s']['median'] * 1e3:.2f} ms (ideal {ideal * 1e3:.2f}, "
-                f"cuts predict {swap['pred_s'] * 1e3:.2f}, best {swap['discrete_opt_s'] * 1e3:.2f})"
-                f", data ok {swap['data_ok']}")
-        dom.close()
+
+def log(*a):
+    """Print on rank 0 only."""
+    if MPI.COMM_WORLD.rank == 0:
+        print(*a, flush=True)
+
+
+def fixed_run(mpi, args, case, name, cuts):
+    """Mode ``name`` on fixed ``cuts``, no balancer: step times, throughput, data check."""
+    dom, model = build(mpi, case.shape, case.cost, cuts, case.spp, case.speeds)
+    run_steps(dom, model, None, 3)
+    w, c = run_steps(dom, model, None, args.steps)
+    tp = throughput(dom, model, None, args.steps)
+    comp = mpi.allgather(float(np.median(c)))
+    out = {"step_s": st(w), "throughput_s": tp, "cuts": dom.cuts.tolist(),
+           "pred_s": part.bottleneck(case.cost, case.speeds, dom.cuts) * case.spp,
+           "compute_median_s": comp, "data_ok": check_data(dom)}
+    ideal = case.ideal
+    log(f"{name}: median {st(w)['median'] * 1e3:.2f} ms ({w.min() * 1e3:.2f}-"
+        f"{w.max() * 1e3:.2f}), throughput {tp * 1e3:.2f} ms, ideal {ideal * 1e3:.2f} ms")
+    dom.close()
+    return out
+
+
+def balanced_run(mpi, args, case, rep):
+    """Balanced run ``rep`` from even cuts: settle, timed steps and throughput, swap."""
+    cost, speeds, spp = case.cost, case.speeds, case.spp
+    dom, model = build(mpi, case.shape, cost, part.even_cuts(case.shape[0], case.p), spp,
+                       speeds)
+    bal = Balancer(dom, every=args.every)
+    t0 = time.perf_counter()
+    w_settle, _ = run_steps(dom, model, bal, args.settle)
+    settle_s = mpi.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    moved = [h for h in bal.history if h["moved"]]
+    moves_settle = dom.moves
+    w, c = run_steps(dom, model, bal, args.steps)
+    tp = throughput(dom, model, bal, args.steps)
+    comp = mpi.allgather(float(np.median(c)))
+    cuts = dom.cuts.tolist()
+    moves_timed = dom.moves - moves_settle
+    pred = part.bottleneck(cost, speeds, dom.cuts) * spp   # before the swap below
+    plane_diff = int(np.abs(dom.cuts - case.oracle_cuts).max())
+    swap = None
+    if args.swap_settle > 0:   # the slow rank changes mid-run: how fast do cuts follow?
+        swap = swap_run(mpi, args, case, dom, model, bal)
+    r = {"step_s": st(w), "throughput_s": tp, "cuts": cuts, "pred_s": pred,
+         "cuts_equal_oracle": cuts == case.oracle_cuts.tolist(),
+         "max_plane_diff_vs_oracle": plane_diff,
+         "moves_settle": moves_settle, "moves_timed": moves_timed,
+         "last_move_step": moved[-1]["step"] if moved else None,
+         "move_seconds": [h["seconds"] for h in moved],
+         "settle_s": settle_s, "settle_step_s": w_settle.tolist(),
+         "speeds_forecast": (dom.monitor.speeds() * spp).tolist(),
+         "compute_median_s": comp, "checks": len(bal.history),
+         "monitor_overhead": mpi.allreduce(dom.monitor.overhead(), op=MPI.MAX),
+         "data_ok": check_data(dom), "swap": swap,
+         "log": [{k: h.get(k) for k in ("step", "cuts", "proposed", "stale", "imbalance", "loss",
+                                        "move_cost", "gain", "moved", "seconds")}
+                 for h in bal.history]}
+    log_balanced(rep, r, case)
+    dom.close()
+    return r
+
+
+def swap_run(mpi, args, case, dom, model, bal):
+    """Move the slow rank to ``slow + P/2`` mid-run: how many moves and steps cuts need."""
+    p, cost, spp = case.p, case.cost, case.spp
+    sp2 = np.ones(p)
+    slow2 = (case.slow_rank + p // 2) % p
+    sp2[slow2] = 1.0 / args.slow
+    model.speed = sp2[mpi.rank]
+    m0, s0, h0 = dom.moves, bal.steps, len(bal.history)
+    w2, _ = run_steps(dom, model, bal, args.swap_settle)
+    mv = [h for h in bal.history[h0:] if h["moved"]]
+    opt2, _ = optimal_bottleneck(cost, sp2)
+    tail = w2[-min(40, len(w2)):]
+    return {"slow_rank": slow2, "moves": dom.moves - m0,
+            "steps_to_last_move": (mv[-1]["step"] - s0) if mv else None,
+            "cuts": dom.cuts.tolist(),
+            "pred_s": part.bottleneck(cost, sp2, dom.cuts) * spp,
+            "discrete_opt_s": opt2 * spp, "ideal_s": case.ideal,
+            "last40_step_s": st(tail), "step_s": w2.tolist(),
+            "data_ok": check_data(dom)}
+
+
+def log_balanced(rep, r, case):
+    """Rank 0's line on balanced run ``rep`` (and on its swap)."""
+    ideal, s, swap = case.ideal, r["step_s"], r["swap"]
+    log(f"balanced #{rep}: median {s['median'] * 1e3:.2f} ms "
+        f"({s['min'] * 1e3:.2f}-{s['max'] * 1e3:.2f}), "
+        f"throughput {r['throughput_s'] * 1e3:.2f} ms, "
+        f"moves {r['moves_settle']}+{r['moves_timed']}, last move at step "
+        f"{r['last_move_step']}, cuts {r['cuts']} (oracle {case.oracle_cuts.tolist()}), "
+        f"data ok {r['data_ok']}")
+    if swap:
+        log(f"  slow rank {case.slow_rank} -> {swap['slow_rank']}: {swap['moves']} move(s), last "
+            f"{swap['steps_to_last_move']} steps after the change, last 40 steps "
+            f"{swap['last40_step_s']['median'] * 1e3:.2f} ms (ideal {ideal * 1e3:.2f}, "
+            f"cuts predict {swap['pred_s'] * 1e3:.2f}, best {swap['discrete_opt_s'] * 1e3:.2f})"
+            f", data ok {swap['data_ok']}")
+
+
+def summarise(res, reps, ideal):
+    """The median balanced run, and every mode's step time and throughput over the ideal."""
     res["balanced_runs"] = reps
     meds = [r["step_s"]["median"] for r in reps]
     best = reps[int(np.argsort(meds)[len(meds) // 2])]   # the median run
@@ -326,15 +359,38 @@ def main():
         res[f"{k}_over_ideal"] = res[k]["step_s"]["median"] / ideal
         res[f"{k}_throughput_over_ideal"] = res[k]["throughput_s"] / ideal
     res["balanced_over_ideal_runs"] = [m / ideal for m in meds]
+
+
+def write_json(res, p, tag):
+    """Rank 0: benchmarks/results/domain_balance_model_n<p><tag>.json, and the summary."""
+    os.makedirs(RESULTS, exist_ok=True)
+    out = os.path.join(RESULTS, f"domain_balance_model_n{p}{tag}.json")
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    log(json.dumps({k: v for k, v in res.items()
+                    if k not in ("balanced_runs",)}, indent=1))
+    log("wrote", out)
+
+
+def main():
+    args = parse_args()
+    if args.plot:
+        return plot_summary()
+    mpi = MPI.COMM_WORLD
+    case = make_case(args, mpi.size)
+    res = header(args, case)
+    # --- even and oracle (fixed cuts, no balancer)
+    for name, cuts in (("even", part.even_cuts(case.shape[0], case.p)),
+                       ("oracle", case.oracle_cuts)):
+        res[name] = fixed_run(mpi, args, case, name, cuts)
+    # --- balanced, from the even cuts
+    reps = []
+    for rep in range(args.repeats):
+        reps.append(balanced_run(mpi, args, case, rep))
+    summarise(res, reps, case.ideal)
     res["load_avg_end"] = os.getloadavg()
     if mpi.rank == 0:
-        os.makedirs(RESULTS, exist_ok=True)
-        out = os.path.join(RESULTS, f"domain_balance_model_n{p}{args.tag}.json")
-        with open(out, "w") as f:
-            json.dump(res, f, indent=1)
-        log(json.dumps({k: v for k, v in res.items()
-                        if k not in ("balanced_runs",)}, indent=1))
-        log("wrote", out)
+        write_json(res, case.p, args.tag)
 
 
 def plot_summary():

@@ -70,9 +70,9 @@ def child_throughput(repeats: int, quick: bool) -> dict | None:
     n_busy = 5_000 if quick else 20_000
     cases = []   # (label, kind, fn, n, options)
     for fn, n, kind in ((empty, n_empty, "empty"), (busy_100us, n_busy, "100us")):
-        cases.append((f"pyfw Farm.map default", kind, fn, n, {"impl": "farm"}))
-        cases.append((f"pyfw Executor.map default", kind, fn, n, {"impl": "executor"}))
-        cases.append((f"mpi4py.futures chunksize=1", kind, fn, n_cs1 if kind == "empty" else n,
+        cases.append(("pyfw Farm.map default", kind, fn, n, {"impl": "farm"}))
+        cases.append(("pyfw Executor.map default", kind, fn, n, {"impl": "executor"}))
+        cases.append(("mpi4py.futures chunksize=1", kind, fn, n_cs1 if kind == "empty" else n,
                       {"impl": "mpi4py", "chunksize": 1}))
         for cs in (10, 100, 1000) if kind == "empty" else (10, 100):
             cases.append((f"mpi4py.futures chunksize={cs}", kind, fn, n,

@@ -73,21 +73,26 @@ def solver_steps(shape, tid, tab, repeat, steps=20):
     return timed(lambda: s.advance(steps), repeat) / steps
 
 
-def main():
+def parse_args():
+    """The command line (see the module docstring)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", type=int, nargs=3, default=(200, 160, 160))
     ap.add_argument("--repeat", type=int, default=7)
-    args = ap.parse_args()
-    shape = tuple(args.shape)
-    n = int(np.prod(shape))
-    nup = (shape[0] - 2) * (shape[1] - 2) * (shape[2] - 2)
-    a = np.random.default_rng(0).random(shape)
-    b = np.empty_like(a)
-    t_copy = timed(lambda: np.copyto(b, a), args.repeat)
+    return ap.parse_args()
+
+
+def copy_rates(a, b, repeat):
+    """Both streamed copies: memcpy bytes/s and the numba copy's elements/s."""
+    n = a.size
+    t_copy = timed(lambda: np.copyto(b, a), repeat)
     copy_bw = 16.0 * n / t_copy                                   # bytes/s (read + write)
-    t_ncopy = timed(lambda: _stream_copy(a, b, 0.0), args.repeat)
+    t_ncopy = timed(lambda: _stream_copy(a, b, 0.0), repeat)
     ncopy_rate = n / t_ncopy                                      # elements/s, normal stores
-    t_const = timed(lambda: K._const_step(a, b, 0.1, 1, shape[0] - 1), args.repeat)
+    return copy_bw, ncopy_rate
+
+
+def knee_times(shape, repeat):
+    """Seconds of one knee-kernel sweep and of one serial solver step."""
     geo = Geometry(shape=shape)
     tid = planes(geo, 0, shape[0])
     tab = Tables(DEFAULT_TISSUES, 1e-3)
@@ -105,13 +110,18 @@ def main():
     def knee_step():
         K._pennes_step(T, Tn, tid, P, tab.C, g, tab.wb, tab.src, 1, shape[0] - 1)
         K._phase_step(T, Tn, tid, tab.rhoc, tab.pcm, idx)
-    t_knee = timed(knee_step, args.repeat)
-    t_solver = solver_steps(shape, tid, tab, args.repeat)
+    t_knee = timed(knee_step, repeat)
+    return t_knee, solver_steps(shape, tid, tab, repeat)
+
+
+def summarise(shape, repeat, copy_bw, ncopy_rate, t_const, t_knee, t_solver):
+    """The rates (MLUP/s, GB/s), the roofs, the fractions of the roofs and the targets."""
+    nup = (shape[0] - 2) * (shape[1] - 2) * (shape[2] - 2)
     const = stats(nup / t_const)
     knee = stats(nup / t_knee)
     solver = stats(nup / t_solver)
     res = {
-        "shape": shape, "repeat": args.repeat, "host": platform.node(),
+        "shape": shape, "repeat": repeat, "host": platform.node(),
         "copy_GBps": stats(copy_bw / 1e9),
         "numba_copy_GBps_incl_write_allocate": stats(24.0 * ncopy_rate / 1e9),
         "roof_const_memcpy_MLUPs": float(np.median(copy_bw) / 16 / 1e6),
@@ -125,10 +135,11 @@ def main():
     res["knee_fraction_of_roof"] = res["knee_MLUPs"]["median"] / res["roof_knee_MLUPs"]
     res["targets"] = {"const >= 60% of roof": res["const_fraction_of_roof"] >= 0.6,
                       "knee >= 200 MLUP/s": res["knee_MLUPs"]["median"] >= 200}
-    out = os.path.join(HERE, "results", "knee_kernel")
-    with open(out + ".json", "w") as f:
-        json.dump(res, f, indent=1)
-    print(json.dumps(res, indent=1))
+    return res
+
+
+def plot(res, shape, out):
+    """``out``.png: both kernels' rates against their roofs (none without matplotlib)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -150,6 +161,22 @@ def main():
         fig.savefig(out + ".png", dpi=110)
     except ImportError:
         pass
+
+
+def main():
+    args = parse_args()
+    shape = tuple(args.shape)
+    a = np.random.default_rng(0).random(shape)
+    b = np.empty_like(a)
+    copy_bw, ncopy_rate = copy_rates(a, b, args.repeat)
+    t_const = timed(lambda: K._const_step(a, b, 0.1, 1, shape[0] - 1), args.repeat)
+    t_knee, t_solver = knee_times(shape, args.repeat)
+    res = summarise(shape, args.repeat, copy_bw, ncopy_rate, t_const, t_knee, t_solver)
+    out = os.path.join(HERE, "results", "knee_kernel")
+    with open(out + ".json", "w") as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps(res, indent=1))
+    plot(res, shape, out)
 
 
 if __name__ == "__main__":

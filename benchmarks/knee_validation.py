@@ -251,12 +251,8 @@ def plot(d):
     plt.close(fig)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_grid_options(ap)
-    a = ap.parse_args(argv)
-    grid = grid_of(a)
-    t0 = time.time()
+def fit_muscle(grid):
+    """Contact and Q10 fitted together on MUSCLE_FIT: every pair's score, best pair."""
     muscle_scores = {}
     for c in CONTACTS:
         for q in Q10S:
@@ -265,8 +261,11 @@ def main(argv=None):
                                                           MUSCLE_FIT)
             print(f"contact {c:g}, Q10 {q:g}: mean |relative error| on {MUSCLE_FIT} "
                   f"{muscle_scores[(c, q)]:.3f}", flush=True)
-    contact, q10 = min(muscle_scores, key=muscle_scores.get)
-    fitted = {"ice_contact": contact, "q10": q10, "air_h": AIR_HS[0]}
+    return muscle_scores, min(muscle_scores, key=muscle_scores.get)
+
+
+def fit_air(fitted, grid):
+    """The blown air's coefficient on AIR_FIT: each of AIR_HS -> mean |relative error|."""
     air_scores = {}
     for h in AIR_HS:
         trial = dict(fitted, air_h=h)
@@ -275,10 +274,12 @@ def main(argv=None):
         air_scores[h] = sum(rel) / len(rel)
         print(f"air_h = {h:g}: mean |relative error| on {AIR_FIT[0][0]} {air_scores[h]:.2f}",
               flush=True)
-    fitted["air_h"] = min(air_scores, key=air_scores.get)
+    return air_scores
+
+
+def knee_table(fitted, grid):
+    """Every knee study's and difference's targets against the model, and the curves."""
     fit_targets = set(AIR_FIT)
-    muscle_on = [(MUSCLE_FIT, f"{point}, skinfold {lo}-{hi} mm: {kind}")
-                 for st, (lo, hi), point, kind, _, _ in knee_muscle.TARGETS if st == MUSCLE_FIT]
     table, curves, values = [], {}, {}
     for study in STUDIES:
         curves[study] = {}
@@ -290,7 +291,12 @@ def main(argv=None):
         table += errors(study, values[study])
     for r in table:
         r["fit"] = (r["study"], r["target"]) in fit_targets
-    # the muscle studies, with the fitted couplings (Otte's rows are the fit)
+    return table, curves
+
+
+def muscle_table(fitted, grid):
+    """The muscle studies' rows, with the fitted couplings (Otte's rows are the fit)."""
+    table = []
     for r in knee_muscle.rows(fitted_args("ice", fitted), grid, bands=False):
         lo, hi = r["skinfold_mm"]
         sd = r["sd"]
@@ -300,7 +306,11 @@ def main(argv=None):
                       "spread": [r["measured"] - sd, r["measured"] + sd] if sd else [None, None],
                       "relative_error": r["relative_error"], "within": r["within"],
                       "fit": r["study"] == MUSCLE_FIT})
-    # the post-operative targets at the ends of the assumed arthroscopy's range
+    return table
+
+
+def arthroscopy_range(fitted, grid):
+    """The post-operative targets at the ends of ARTHROSCOPY_RANGE."""
     post_op = [st for st in STUDIES if "--arthroscopy" in STUDIES[st][1]]
     arthroscopy = {}
     for minutes in ARTHROSCOPY_RANGE:
@@ -308,27 +318,55 @@ def main(argv=None):
         vals.update(difference_values(vals)[0])
         arthroscopy[minutes] = [{"study": st, "target": tg, "model": v}
                                 for st in vals for tg, v in vals[st].items()]
+    return arthroscopy
+
+
+def print_table(table):
+    """One line per target: measured, model, relative error, within or OUT, fitted on."""
     for r in table:
         model = "never" if r["model"] is None else f"{r['model']:5.1f}"
         rel = "" if r["relative_error"] is None else f"({100 * r['relative_error']:+4.0f} %)"
         print(f"{r['study']:42s} {r['target']:24s} measured {r['measured']:5.1f} model "
               f"{model} {rel} {'ok' if r['within'] else 'OUT'}{' (fit)' if r['fit'] else ''}")
+
+
+def result_json(argv, grid, fitted, muscle_scores, air_scores, table, arthroscopy, curves, t0):
+    """What knee_validation.json holds: fits, scores, table, arthroscopy, curves."""
+    muscle_on = [(MUSCLE_FIT, f"{point}, skinfold {lo}-{hi} mm: {kind}")
+                 for st, (lo, hi), point, kind, _, _ in knee_muscle.TARGETS if st == MUSCLE_FIT]
     held = [r for r in table if not r["fit"]]
-    d = {"command": "python benchmarks/knee_validation.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {"host": platform.node(), "cpus": os.cpu_count()},
-         "grid": keep_leg(grid, []),
-         "fits": [{"parameter": "ice_contact", "fitted_on": muscle_on, "value": contact,
-                   "jointly_with": "q10"},
-                  {"parameter": "q10", "fitted_on": muscle_on, "value": q10,
-                   "jointly_with": "ice_contact"},
-                  {"parameter": "air_h", "fitted_on": AIR_FIT, "value": fitted["air_h"],
-                   "scores": {f"{h:g}": v for h, v in air_scores.items()}}],
-         "muscle_fit_scores": [{"ice_contact": c, "q10": q, "mean_abs_relative_error": v}
-                               for (c, q), v in muscle_scores.items()],
-         "fitted": fitted, "table": table,
-         "arthroscopy": {"assumed_min": ARTHROSCOPY, "range": arthroscopy},
-         "held_out_within": sum(r["within"] for r in held), "held_out_targets": len(held),
-         "curves": curves, "seconds": time.time() - t0}
+    return {"command": "python benchmarks/knee_validation.py " + " ".join(argv or sys.argv[1:]),
+            "machine": {"host": platform.node(), "cpus": os.cpu_count()},
+            "grid": keep_leg(grid, []),
+            "fits": [{"parameter": "ice_contact", "fitted_on": muscle_on,
+                      "value": fitted["ice_contact"], "jointly_with": "q10"},
+                     {"parameter": "q10", "fitted_on": muscle_on, "value": fitted["q10"],
+                      "jointly_with": "ice_contact"},
+                     {"parameter": "air_h", "fitted_on": AIR_FIT, "value": fitted["air_h"],
+                      "scores": {f"{h:g}": v for h, v in air_scores.items()}}],
+            "muscle_fit_scores": [{"ice_contact": c, "q10": q, "mean_abs_relative_error": v}
+                                  for (c, q), v in muscle_scores.items()],
+            "fitted": fitted, "table": table,
+            "arthroscopy": {"assumed_min": ARTHROSCOPY, "range": arthroscopy},
+            "held_out_within": sum(r["within"] for r in held), "held_out_targets": len(held),
+            "curves": curves, "seconds": time.time() - t0}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_grid_options(ap)
+    a = ap.parse_args(argv)
+    grid = grid_of(a)
+    t0 = time.time()
+    muscle_scores, (contact, q10) = fit_muscle(grid)
+    fitted = {"ice_contact": contact, "q10": q10, "air_h": AIR_HS[0]}
+    air_scores = fit_air(fitted, grid)
+    fitted["air_h"] = min(air_scores, key=air_scores.get)
+    table, curves = knee_table(fitted, grid)
+    table += muscle_table(fitted, grid)
+    arthroscopy = arthroscopy_range(fitted, grid)
+    print_table(table)
+    d = result_json(argv, grid, fitted, muscle_scores, air_scores, table, arthroscopy, curves, t0)
     with open(os.path.join(RESULTS, "knee_validation.json"), "w") as fh:
         json.dump(d, fh, indent=1)
     plot(d)

@@ -85,7 +85,6 @@ def _timed_bank():
 
 # ------------------------------------------------------------------------------ jobs
 def job_spmd(comm, args, on):
-    from mpi4py import MPI
     from pyfw.monitor import OnlineMonitor, spin_work
     p, me = comm.size, comm.rank
     sbuf = np.ones(65536, np.uint8)
@@ -224,7 +223,8 @@ def summarize(r) -> dict:
             "self_overhead_min_max": [float(min(r["self"])), float(max(r["self"]))]}
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nprocs", default="2,4")
     ap.add_argument("--jobs", default="domain,spmd,farm")
@@ -237,48 +237,45 @@ def main(argv=None) -> int:
     ap.add_argument("--task-ms", type=float, default=1.0)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "monitor_overhead"))
-    args = ap.parse_args(argv)
-    if args.worker:
-        worker(args)
-        return 0
+    return ap.parse_args(argv)
+
+
+def launch_workers(n: int, args) -> dict:
+    """One launch of ``n`` ranks running :func:`worker`: its per-job results."""
     from pyfw.launch import run
-    results = {}
-    load = os.getloadavg()
-    for n in (int(x) for x in args.nprocs.split(",")):
-        tmp = f"{args.out}.tmp{n}.json"
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", tmp, "--reps",
-               str(args.reps), "--steps", str(args.steps), "--work-ms", str(args.work_ms),
-               "--domain-steps", str(args.domain_steps),
-               "--jobs", args.jobs, "--grid", *map(str, args.grid), "--farm-tasks",
-               str(args.farm_tasks), "--task-ms", str(args.task_ms)]
-        res = run(n, cmd, timeout=1800, capture=True)
-        assert res.returncode == 0, res.stderr[-3000:]
-        with open(tmp) as f:
-            r = json.load(f)
-        os.remove(tmp)
-        for j, rj in r.items():
-            rj["summary"] = s = summarize(rj)
-            print(f"{n} ranks {j:6s}: off {s['off_median_s']:.3f} s "
-                  f"({s['off_min_max'][0]:.3f}-{s['off_min_max'][1]:.3f})  on "
-                  f"{s['on_median_s']:.3f} s ({s['on_min_max'][0]:.3f}-{s['on_min_max'][1]:.3f})"
-                  f"  A/B {100 * s['overhead_ab']:+.2f} %  paired "
-                  f"{100 * s['overhead_paired_median']:+.2f} % "
-                  f"({100 * s['overhead_paired_min_max'][0]:+.1f}..."
-                  f"{100 * s['overhead_paired_min_max'][1]:+.1f})  self-measured "
-                  f"{100 * s['self_overhead_median']:.3f} % "
-                  f"(max {100 * s['self_overhead_min_max'][1]:.3f} %)", flush=True)
-        results[n] = r
-    out = {"benchmark": "monitor_overhead", "budget": 0.01, "args": vars(args),
-           "host": os.uname().nodename, "loadavg_before": load,
-           "loadavg_after": os.getloadavg(), "results": results}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(out, f, indent=1)
+    tmp = f"{args.out}.tmp{n}.json"
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", tmp, "--reps",
+           str(args.reps), "--steps", str(args.steps), "--work-ms", str(args.work_ms),
+           "--domain-steps", str(args.domain_steps),
+           "--jobs", args.jobs, "--grid", *map(str, args.grid), "--farm-tasks",
+           str(args.farm_tasks), "--task-ms", str(args.task_ms)]
+    res = run(n, cmd, timeout=1800, capture=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    with open(tmp) as f:
+        r = json.load(f)
+    os.remove(tmp)
+    return r
+
+
+def print_summary(n: int, j: str, s: dict) -> None:
+    """One line on job ``j`` at ``n`` ranks: off, on, A/B, paired and self-measured."""
+    print(f"{n} ranks {j:6s}: off {s['off_median_s']:.3f} s "
+          f"({s['off_min_max'][0]:.3f}-{s['off_min_max'][1]:.3f})  on "
+          f"{s['on_median_s']:.3f} s ({s['on_min_max'][0]:.3f}-{s['on_min_max'][1]:.3f})"
+          f"  A/B {100 * s['overhead_ab']:+.2f} %  paired "
+          f"{100 * s['overhead_paired_median']:+.2f} % "
+          f"({100 * s['overhead_paired_min_max'][0]:+.1f}..."
+          f"{100 * s['overhead_paired_min_max'][1]:+.1f})  self-measured "
+          f"{100 * s['self_overhead_median']:.3f} % "
+          f"(max {100 * s['self_overhead_min_max'][1]:.3f} %)", flush=True)
+
+
+def plot(results: dict, jobs: list, out: str) -> None:
+    """``out``.png: every repetition's seconds, on and off, per job and rank count."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        jobs = args.jobs.split(",")
         fig, axes = plt.subplots(1, len(jobs), figsize=(4 * len(jobs), 4), squeeze=False)
         for ax, j in zip(axes[0], jobs):
             for k, (n, r) in enumerate(results.items()):
@@ -295,9 +292,31 @@ def main(argv=None) -> int:
             ax.set_title(f"{j}: monitor on vs off")
             ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(args.out + ".png", dpi=110)
+        fig.savefig(out + ".png", dpi=110)
     except ImportError:
         pass
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        worker(args)
+        return 0
+    results = {}
+    load = os.getloadavg()
+    for n in (int(x) for x in args.nprocs.split(",")):
+        r = launch_workers(n, args)
+        for j, rj in r.items():
+            rj["summary"] = s = summarize(rj)
+            print_summary(n, j, s)
+        results[n] = r
+    out = {"benchmark": "monitor_overhead", "budget": 0.01, "args": vars(args),
+           "host": os.uname().nodename, "loadavg_before": load,
+           "loadavg_after": os.getloadavg(), "results": results}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump(out, f, indent=1)
+    plot(results, args.jobs.split(","), args.out)
     print(f"wrote {args.out}.json")
     return 0
 

@@ -102,59 +102,65 @@ def mpicc() -> str:
     return beside if os.access(beside, os.X_OK) else shutil.which("mpicc")
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--transports", default="sm,tcp")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "monitor_pingpong"))
-    args = ap.parse_args(argv)
-    sizes = [8, 80, 320, 640, 4096, 16384, 65536, 262144, 1048576]
-    if args.quick:
-        sizes, args.iters = [8, 80, 16384, 65536], 50
-    tmp = tempfile.mkdtemp(prefix="pyfw-pp-")
+    return ap.parse_args(argv)
+
+
+def build_programs(tmp: str) -> tuple[str, str]:
+    """Write both ping-pong programs into ``tmp``, compile the C one: (exe, script)."""
     src, exe, py = (os.path.join(tmp, f) for f in ("pp.c", "pp", "pp.py"))
     open(src, "w").write(C_SOURCE)
     open(py, "w").write(PY_SOURCE)
     subprocess.run([mpicc(), "-O2", "-o", exe, src], check=True)
+    return exe, py
+
+
+def measure_transport(tr: str, args, sizes: list, exe: str, py: str) -> dict:
+    """``--runs`` launches over transport ``tr``: kind -> size -> per-run medians."""
     sz = [str(s) for s in sizes]
-    results = {}
-    for tr in args.transports.split(","):
-        env = dict(os.environ, **TRANSPORTS[tr])
-        per = {"c": {s: [] for s in sizes}, "mpi4py": {s: [] for s in sizes},
-               "pyfw": {s: [] for s in sizes}}
-        for r in range(args.runs):
-            res = run(2, [exe, str(args.iters)] + sz, env=env, capture=True, timeout=300)
-            assert res.returncode == 0, res.stderr
-            for line in res.stdout.split("\n"):
-                if line.strip():
-                    n, t = line.split()
-                    per["c"][int(n)].append(float(t))
-            res = run(2, [sys.executable, py, ROOT, str(args.iters)] + sz, env=env,
-                      capture=True, timeout=300)
-            assert res.returncode == 0, res.stderr
-            for line in res.stdout.split("\n"):
-                if line.strip():
-                    kind, n, t = line.split()
-                    per[kind][int(n)].append(float(t))
-            print(f"{tr}: run {r + 1}/{args.runs} done", flush=True)
-        summary = {}
-        for kind, d in per.items():
-            summary[kind] = {str(s): {"median_s": float(np.median(v)), "min_s": float(min(v)),
-                                      "max_s": float(max(v)), "runs": v}
-                             for s, v in d.items()}
-        for kind in ("mpi4py", "pyfw"):
-            summary[f"{kind}/c"] = {str(s): summary[kind][str(s)]["median_s"]
-                                    / summary["c"][str(s)]["median_s"] for s in sizes}
-        results[tr] = {"env": TRANSPORTS[tr], **summary}
-    out = {"benchmark": "monitor_pingpong", "sizes": sizes, "iters": args.iters,
-           "runs": args.runs, "nprocs": 2, "host": os.uname().nodename,
-           "statistic": "median over runs of per-run median one-way time (min-max over runs)",
-           "results": results}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(out, f, indent=1)
+    env = dict(os.environ, **TRANSPORTS[tr])
+    per = {"c": {s: [] for s in sizes}, "mpi4py": {s: [] for s in sizes},
+           "pyfw": {s: [] for s in sizes}}
+    for r in range(args.runs):
+        res = run(2, [exe, str(args.iters)] + sz, env=env, capture=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        for line in res.stdout.split("\n"):
+            if line.strip():
+                n, t = line.split()
+                per["c"][int(n)].append(float(t))
+        res = run(2, [sys.executable, py, ROOT, str(args.iters)] + sz, env=env,
+                  capture=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        for line in res.stdout.split("\n"):
+            if line.strip():
+                kind, n, t = line.split()
+                per[kind][int(n)].append(float(t))
+        print(f"{tr}: run {r + 1}/{args.runs} done", flush=True)
+    return per
+
+
+def summarise(per: dict, sizes: list) -> dict:
+    """Per kind and size: median and min-max over runs; the ratios mpi4py/C and pyfw/C."""
+    summary = {}
+    for kind, d in per.items():
+        summary[kind] = {str(s): {"median_s": float(np.median(v)), "min_s": float(min(v)),
+                                  "max_s": float(max(v)), "runs": v}
+                         for s, v in d.items()}
+    for kind in ("mpi4py", "pyfw"):
+        summary[f"{kind}/c"] = {str(s): summary[kind][str(s)]["median_s"]
+                                / summary["c"][str(s)]["median_s"] for s in sizes}
+    return summary
+
+
+def print_table(results: dict, sizes: list) -> None:
+    """One line per transport and size: the three kinds (min-max) and pyfw/C."""
     print(f"{'transport':9} {'size':>8} {'C us':>16} {'mpi4py us':>16} {'pyfw us':>16} "
           f"{'pyfw/C':>7}")
     for tr, d in results.items():
@@ -166,6 +172,10 @@ def main(argv=None) -> int:
                              f"{e['max_s'] * 1e6:.1f})")
             print(f"{tr:9} {s:>8} " + " ".join(f"{c:>16}" for c in cells)
                   + f" {d['pyfw/c'][str(s)]:7.2f}")
+
+
+def plot(results: dict, sizes: list, out: str) -> None:
+    """``out``.png (with matplotlib): one-way time per size, transport and kind; say so."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -186,10 +196,32 @@ def main(argv=None) -> int:
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title("ping-pong, 2 ranks: C vs raw mpi4py vs pyfw.monitor probe")
         fig.tight_layout()
-        fig.savefig(args.out + ".png", dpi=110)
-        print(f"wrote {args.out}.json and .png")
+        fig.savefig(out + ".png", dpi=110)
+        print(f"wrote {out}.json and .png")
     except ImportError:
-        print(f"wrote {args.out}.json (no matplotlib: no PNG)")
+        print(f"wrote {out}.json (no matplotlib: no PNG)")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    sizes = [8, 80, 320, 640, 4096, 16384, 65536, 262144, 1048576]
+    if args.quick:
+        sizes, args.iters = [8, 80, 16384, 65536], 50
+    tmp = tempfile.mkdtemp(prefix="pyfw-pp-")
+    exe, py = build_programs(tmp)
+    results = {}
+    for tr in args.transports.split(","):
+        per = measure_transport(tr, args, sizes, exe, py)
+        results[tr] = {"env": TRANSPORTS[tr], **summarise(per, sizes)}
+    out = {"benchmark": "monitor_pingpong", "sizes": sizes, "iters": args.iters,
+           "runs": args.runs, "nprocs": 2, "host": os.uname().nodename,
+           "statistic": "median over runs of per-run median one-way time (min-max over runs)",
+           "results": results}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump(out, f, indent=1)
+    print_table(results, sizes)
+    plot(results, sizes, args.out)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

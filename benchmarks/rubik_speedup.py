@@ -205,7 +205,8 @@ def plot(configs, path):
     plt.close(fig)
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--positions", default=None,
@@ -233,12 +234,11 @@ def main(argv=None):
                          "idle windows)")
     ap.add_argument("--mpi", type=lambda x: int(x) if x.isdigit() else x, default=None,
                     help=argparse.SUPPRESS)
-    a = ap.parse_args(argv)
-    if a.mpi is not None:
-        return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth, a.inverse,
-                         a.steal, a.table_memory)
-    seeds = a.positions.split(",") if a.positions else seed_range(a.seeds)
-    t0 = time.time()
+    return ap.parse_args(argv)
+
+
+def wanted_configs(a):
+    """The configurations to run: the command line's, and ``--compare``'s if given."""
     wanted = [{"order": a.order, "split": a.split, "pipeline_depth": a.pipeline_depth,
                "inverse": a.inverse, "steal": a.steal, "table_memory": a.table_memory}]
     if a.compare:
@@ -248,6 +248,29 @@ def main(argv=None):
                        "pipeline_depth": next((int(x) for x in more if x.isdigit()), None),
                        "inverse": a.inverse, "steal": "nosteal" not in more,
                        "table_memory": memories[0] if memories else a.table_memory})
+    return wanted
+
+
+def print_summary(cfg):
+    """One line on a configuration's summary over all cubes."""
+    s = cfg["summary"]
+    print(f"order={cfg['order']} split={cfg['split']} depth={cfg['pipeline_depth']} "
+          f"steal={cfg['steal']} tables={cfg['table_memory']}: "
+          f"geo-mean {s['geomean_speedup']:.2f}x, "
+          f"median {s['median_speedup']:.2f}x, worst {s['min_speedup']:.2f}x (seed "
+          f"{s['worst_seed']}), {s['below_1_3']} below 1.3x, median nodes ratio "
+          f"{s['median_nodes_ratio']:.2f}, median 2-worker solve "
+          f"{s['median_seconds_2_workers']:.1f} s")
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    if a.mpi is not None:
+        return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth, a.inverse,
+                         a.steal, a.table_memory)
+    seeds = a.positions.split(",") if a.positions else seed_range(a.seeds)
+    t0 = time.time()
+    wanted = wanted_configs(a)
     done = previous_cubes(a.out + ".json", a.heuristic, wanted) if a.resume else None
 
     def save(configs, complete):
@@ -266,13 +289,7 @@ def main(argv=None):
 
     configs = run_configs(seeds, a.heuristic, wanted, a.timeout, partial, done)
     for cfg in configs:
-        s = cfg["summary"]
-        print(f"order={cfg['order']} split={cfg['split']} depth={cfg['pipeline_depth']} "
-              f"steal={cfg['steal']} tables={cfg['table_memory']}: geo-mean {s['geomean_speedup']:.2f}x, "
-              f"median {s['median_speedup']:.2f}x, worst {s['min_speedup']:.2f}x (seed "
-              f"{s['worst_seed']}), {s['below_1_3']} below 1.3x, median nodes ratio "
-              f"{s['median_nodes_ratio']:.2f}, median 2-worker solve "
-              f"{s['median_seconds_2_workers']:.1f} s")
+        print_summary(cfg)
     save(configs, True)
     plot(configs, a.out + ".png")
     return 0
