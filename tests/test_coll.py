@@ -499,7 +499,6 @@ def test_tuner_measures_and_dispatch_follows(tmp_path_factory):
         c.Free()
 
 
-@pytest.mark.mpi(min_size=2)
 def _hot_path_round(c, b, dt, failures):
     """Four calls of every collective on the same buffers (resolve, build the specs, then
     the hot path twice), alternately through ``coll`` and the bound object, data changed
@@ -568,6 +567,7 @@ def _mixed_plan_binds_closures(c, failures):
             failures.append(f"bind (mixed plan): Bcast {blk} B wrong")
 
 
+@pytest.mark.mpi(min_size=2)
 def test_hot_path_specs_give_native_results_for_every_collective():
     """The same buffer objects called again and again take the cached hot path, which calls
     mpi4py with pre-built ``[MPI.buffer, count, datatype]`` specs (per-process counts for

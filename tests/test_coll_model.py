@@ -178,7 +178,6 @@ def test_hot_path_follows_buffer_size_and_plan_changes():
 
 
 # ------------------------------------------------------------------ emulated links (MPI)
-@pytest.mark.mpi(min_size=2)
 def _one_slow_link_picks_ring(c, pc, ag, k, failures):
     """Only link 0-2 slowed: ring (neighbours only) is the algorithm that avoids it; 20 ms,
     so that probe noise on the other links (ms on a loaded, oversubscribed box, paid on
@@ -195,6 +194,7 @@ def _one_slow_link_picks_ring(c, pc, ag, k, failures):
     return plan
 
 
+@pytest.mark.mpi(min_size=2)
 def test_emulated_link_latency_changes_the_choice():
     """Links slowed by a known injected latency (pyfw.monitor.emulate.LinkShaper), probed by
     the link monitor; use_links() must move the choice away from the algorithm whose

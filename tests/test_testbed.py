@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -83,31 +84,52 @@ def test_job_shims_call_the_real_mpiexec_not_themselves():
         shutil.rmtree(d)
 
 
+HOLDER = ("import os, sys\n"
+          "if {detach} and os.fork():\n"
+          "    os._exit(0)   # detached: not a descendant of the test\n"
+          "from pyfw.testbed import lease\n"
+          "lease.hold('pfwlk')\n"
+          "print(os.getpid(), flush=True)\n"
+          "sys.stdin.read()\n")
+
+
+def _holder(detach):
+    """A process holding a lease on ``pfwlk`` until its stdin closes, and its pid."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER.format(detach=detach)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return proc, int(proc.stdout.readline())
+
+
+def _let_go(proc, lease):
+    proc.stdin.close()
+    for _ in range(300):   # a detached holder is not our child: wait for its lease to go
+        if not lease.holders("pfwlk"):
+            break
+        time.sleep(0.1)
+    proc.wait(timeout=30)
+
+
 def test_a_bed_in_use_by_another_process_is_neither_replaced_nor_torn_down():
     """Two suites on one machine once shared a prefix: one's `up` replaced the other's nodes
     mid-job. A process using a bed holds a lease; `up`/`down` elsewhere refuse and name it,
-    while the holder's own children (a README command under the docs test) may go on."""
+    while the holder's own children (a README command under the docs test) may go on, and
+    a process may tear down a bed its own job still holds."""
     if REASON:
         print(f"test bed unavailable: {REASON}")
         pytest.skip(REASON)
     from pyfw.errors import TestBedBusy
     from pyfw.testbed import lease
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pyfw.testbed import lease; "
-         "lease.hold('pfwlk'); print('held', flush=True); sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     tb = TestBed("pfwlk")
+    holder, pid = _holder(detach=True)
     try:
-        assert holder.stdout.readline().strip() == "held"
-        assert lease.holders("pfwlk") == [holder.pid]
-        with pytest.raises(TestBedBusy, match=f"pid {holder.pid}"):
+        assert lease.holders("pfwlk") == [pid]
+        with pytest.raises(TestBedBusy, match=f"pid {pid}"):
             tb.up(nodes=1, slots=1)
         cli = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", "pfwlk",
                               "down"], capture_output=True, text=True, timeout=60)
-        assert cli.returncode != 0 and "in use" in cli.stderr and str(holder.pid) in cli.stderr
+        assert cli.returncode != 0 and "in use" in cli.stderr and str(pid) in cli.stderr
     finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
+        _let_go(holder, lease)
         tb.down()   # had `up` not refused, its nodes would be left behind
     mine = lease.hold("pfwlk")   # now this process holds it: its child may bring it up
     try:
@@ -118,5 +140,10 @@ def test_a_bed_in_use_by_another_process_is_neither_replaced_nor_torn_down():
         assert tb.status() is not None
     finally:
         lease.release(mine)
+    child, _ = _holder(detach=False)
+    try:
+        tb.down()
+    finally:
+        _let_go(child, lease)
         tb.down()
     assert tb.status() is None and lease.holders("pfwlk") == []

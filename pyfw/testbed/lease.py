@@ -3,8 +3,8 @@
 Every process that uses test bed ``<prefix>`` (the process that brought it up through
 :class:`~pyfw.testbed.TestBed`, a ``pyfw-cluster run``/``job``, a ``pyfw-run --testbed``)
 holds a shared lock on ``/run/pyfw-testbed/<prefix>.lock`` for as long as it does. ``up``
-and ``down`` refuse, naming the holders, while a process other than the caller and its
-ancestors holds it: two suites (or two users) on one machine with the same prefix used to
+and ``down`` refuse, naming the holders, while a process other than the caller, its
+ancestors and its descendants holds it: two suites (or two users) on one machine with the same prefix used to
 tear down each other's nodes mid-job, silently. The kernel drops a dead process's locks, so a
 crashed run's leftovers hold nothing and are still replaced.
 """
@@ -100,9 +100,12 @@ def holders(prefix: str) -> list[int]:
 
 
 def refuse_if_used(prefix: str, action: str) -> None:
-    """Raise :class:`~pyfw.errors.TestBedBusy` when a process other than this one and its
-    ancestors holds a lease on ``prefix``."""
-    others = [p for p in holders(prefix) if p not in _ancestry(os.getpid())]
+    """Raise :class:`~pyfw.errors.TestBedBusy` when a process holds a lease on ``prefix``
+    that is neither this one, nor an ancestor of it (a test running README commands), nor a
+    descendant (a job this process started and is tearing the bed down under)."""
+    me = os.getpid()
+    mine = _ancestry(me)
+    others = [p for p in holders(prefix) if p not in mine and me not in _ancestry(p)]
     if others:
         who = "; ".join(f"pid {p}: {_command(p)}" for p in others)
         raise TestBedBusy(f"test bed {prefix!r} is in use ({who}): not running `{action}` "

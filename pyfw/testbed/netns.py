@@ -142,10 +142,11 @@ class TestBed:
     def up(self, nodes: int = 2, slots: int = 2, links=None, slow=None, delay=None) -> dict:
         """Create ``nodes`` nodes of ``slots`` ranks each (replacing this prefix's old ones).
 
-        Refused (:class:`~pyfw.errors.TestBedBusy`) while another process uses this prefix's
-        test bed; this object holds a lease on it until :meth:`down`. ``links``: node -> tbf rate (``"100mbit"``); ``slow``: node -> CPU slowdown factor;
+        ``links``: node -> tbf rate (``"100mbit"``); ``slow``: node -> CPU slowdown factor;
         ``delay``: node -> one-way delay in seconds added to every link of that node. Nodes
         are given as indices, letters or names. Returns the recorded state (see module doc).
+        Refused (:class:`~pyfw.errors.TestBedBusy`) while another process uses this prefix's
+        test bed; this object holds a lease on it until :meth:`down`.
         """
         reason = refuse_reason()
         if reason:
