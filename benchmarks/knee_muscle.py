@@ -24,7 +24,10 @@ compression is ignored) at the middle of the group, and at the group's ends for 
 model's 2 mm skin). The bag is the model's crushed-ice pack (15 mm, at its melting point,
 the model's contact) on one 100-degree side of the leg, 120 mm long,
 centred on the probe (``--device-at``): the thigh probe sits in vastus lateralis 40 mm
-above the joint line, the calf probes medially 40 mm below it (``Geometry.points``). The
+above the joint line, the calf probes medially 40 mm below it (``Geometry.points``).
+Otte's bag lay on the anterior thigh; the phantom's front 40 mm above the joint line is
+the quadriceps tendon over the pouch, not muscle, so the bag and the probe go to the
+lateral side, where skin, fat and muscle lie in the same order. The
 bag sizes differ (750 g and 1.8 kg); the model's pack holds ice for the whole run either
 way, so its size matters only through its footprint. The couplings are the model's
 defaults, which are what ``knee_validation.py`` fits: the bag's contact and the perfusion's

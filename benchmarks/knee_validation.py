@@ -48,14 +48,15 @@ No knee is fitted on. The bag's contact resistance and the cold response of perf
 **Otte et al. 2002** (``knee_muscle.py``): the minutes a 750 g crushed-ice bag needs to cool
 the thigh's muscle 1 cm under the fat by 7 C, in four groups of subcutaneous fat (47
 volunteers). The thin-fat groups measure the contact (how fast the cold gets in), the thick
-ones the perfusion that carries heat back (Q10 over 2 .. 4), on a grid of both, by the mean
+ones the perfusion that carries heat back (Q10 over 3.65 .. 4.25), on a grid of both, by the mean
 relative error over the four groups. The contact applies to every bag and pack, and in
 series with the cryo-cuff's coefficient. **Myrer et al. 2001** (calf muscle at 1 and 3 cm
 under the fat) is held out. The blown air's coefficient is fitted on Oosterveld's skin under
-cold air. 4 is about what local skin cooling measures: skin blood flow fell to 42-46 % of
-baseline when the skin was cooled from 34 to 28 C (Hodges et al., Am J Physiol Heart Circ
-Physiol 293 (2007) H3187), i.e.
-Q10 = 0.45 ** (-10 / 6) = 3.8. Reported: every target of every study with its model value
+cold air. The Q10's range is what local skin cooling measures: skin blood flow fell to
+42-46 % of baseline at three forearm sites when the skin was cooled from 34 to 28 C (Hodges
+et al., Am J Physiol Heart Circ Physiol 293 (2007) H3187), i.e. Q10 = 3.65-4.25. Every
+candidate of a fit lies inside its published range (see ``CONTACTS``), and a fit at an end
+of its range is flagged in the output (``at_range_end``). Reported: every target of every study with its model value
 and relative error, and whether it lies within the study's spread or +-30 %.
 Writes ``benchmarks/results/knee_validation.json`` and ``.png``.
 """
@@ -137,14 +138,18 @@ DIFFERENCES = {
 #: under the fat by 7 C, in four groups of fat: ``knee_muscle.TARGETS``): the thin groups
 #: measure the contact, the thick ones the perfusion that carries heat back in. Then the
 #: blown air's coefficient on Oosterveld's skin under cold air, with that Q10. No knee
-#: target is fitted on. The Q10 candidates stop at 4, what local skin cooling measured
-#: (Hodges 2007: 3.8), and the air's at 5 W/(m2 K), below which forced air would transfer
-#: less than still air: a fit at an end is a range limit, not an optimum. The skin's drop
-#: grows with the air's coefficient, so the air's candidates are dense where the measured
-#: drop lies (the first one also stands in while the muscle is fitted: no air there).
-CONTACTS = (0.0, 0.005, 0.01, 0.02, 0.04)
-Q10S = (2.0, 3.0, 4.0)
-AIR_HS = (10.0, 5.0, 6.0, 7.0, 8.0, 9.0, 12.5, 15.0, 20.0, 50.0)
+#: target is fitted on. Every candidate lies in its published range: the contact from the
+#: bag's own film up (0.05 mm of polyethylene, about 1e-4 m^2 K/W; perfect contact is not a
+#: bag on skin); the Q10 over what local skin cooling measured at Hodges' three forearm
+#: sites (34 -> 28 C left 42-46 % of the skin blood flow: Q10 3.65-4.25, Hodges et al., Am
+#: J Physiol Heart Circ Physiol 293 (2007) H3187); the air's coefficient from the model's
+#: still air (10 W/(m2 K), natural convection and radiation) up to forced convection's 100
+#: (research notes, heat.md: h 8-100). A fit at an end of its range is a range limit, not
+#: an optimum, and the report says so. The first air value also stands in while the muscle
+#: is fitted (no air there).
+CONTACTS = (1e-4, 0.005, 0.01, 0.02, 0.04)
+Q10S = (3.65, 4.0, 4.25)
+AIR_HS = (10.0, 12.5, 15.0, 20.0, 30.0, 50.0, 100.0)
 MUSCLE_FIT = "Otte 2002 thigh"
 AIR_FIT = [("Oosterveld cold air", "skin_anterior@30")]
 
@@ -330,6 +335,14 @@ def print_table(table):
               f"{model} {rel} {'ok' if r['within'] else 'OUT'}{' (fit)' if r['fit'] else ''}")
 
 
+def fit_range(name, fitted, candidates):
+    """A fitted value with its candidates' range and whether it sits at an end of it (a
+    range limit, not an optimum)."""
+    v = fitted[name]
+    return {"parameter": name, "value": v, "range": [min(candidates), max(candidates)],
+            "at_range_end": v in (min(candidates), max(candidates))}
+
+
 def result_json(argv, grid, fitted, muscle_scores, air_scores, table, arthroscopy, curves, t0):
     """What knee_validation.json holds: fits, scores, table, arthroscopy, curves."""
     muscle_on = [(MUSCLE_FIT, f"{point}, skinfold {lo}-{hi} mm: {kind}")
@@ -338,12 +351,12 @@ def result_json(argv, grid, fitted, muscle_scores, air_scores, table, arthroscop
     return {"command": "python benchmarks/knee_validation.py " + " ".join(argv or sys.argv[1:]),
             "machine": {"host": platform.node(), "cpus": os.cpu_count()},
             "grid": keep_leg(grid, []),
-            "fits": [{"parameter": "ice_contact", "fitted_on": muscle_on,
-                      "value": fitted["ice_contact"], "jointly_with": "q10"},
-                     {"parameter": "q10", "fitted_on": muscle_on, "value": fitted["q10"],
-                      "jointly_with": "ice_contact"},
-                     {"parameter": "air_h", "fitted_on": AIR_FIT, "value": fitted["air_h"],
-                      "scores": {f"{h:g}": v for h, v in air_scores.items()}}],
+            "fits": [dict(fit_range("ice_contact", fitted, CONTACTS), fitted_on=muscle_on,
+                          jointly_with="q10"),
+                     dict(fit_range("q10", fitted, Q10S), fitted_on=muscle_on,
+                          jointly_with="ice_contact"),
+                     dict(fit_range("air_h", fitted, AIR_HS), fitted_on=AIR_FIT,
+                          scores={f"{h:g}": v for h, v in air_scores.items()})],
             "muscle_fit_scores": [{"ice_contact": c, "q10": q, "mean_abs_relative_error": v}
                                   for (c, q), v in muscle_scores.items()],
             "fitted": fitted, "table": table,
@@ -366,6 +379,11 @@ def main(argv=None):
     table += muscle_table(fitted, grid)
     arthroscopy = arthroscopy_range(fitted, grid)
     print_table(table)
+    for name, cands in (("ice_contact", CONTACTS), ("q10", Q10S), ("air_h", AIR_HS)):
+        r = fit_range(name, fitted, cands)
+        print(f"fitted {name} = {r['value']:g} in {r['range']}"
+              + (": at an end of its range (a limit, not an optimum)" if r["at_range_end"]
+                 else ""))
     d = result_json(argv, grid, fitted, muscle_scores, air_scores, table, arthroscopy, curves, t0)
     with open(os.path.join(RESULTS, "knee_validation.json"), "w") as fh:
         json.dump(d, fh, indent=1)

@@ -217,6 +217,9 @@ def knee_validation(d):
                      + ", ".join(dict.fromkeys(st for st, _ in f["fitted_on"]))
                      + f", {len(f['fitted_on'])} target(s)"
                      + (f", jointly with {f['jointly_with']}" if f.get("jointly_with") else "")
+                     + (f"; candidates {_g(f['range'][0])}..{_g(f['range'][1])}"
+                        + (", at an end: a limit, not an optimum" if f["at_range_end"] else "")
+                        if "range" in f else "")
                      + ")" for f in d["fits"])
     out = (f"Fitted: {fits}. Held out: {d['held_out_within']} of {d['held_out_targets']} "
            f"targets within their spread or ±30 %. A rise is a negative drop; the muscle "

@@ -35,8 +35,11 @@ class Params:
     healthy knee, supine at room temperature, a bag of crushed ice on the front and sides
     of the knee for 90 min, intra-articular probe in the suprapatellar pouch (the
     ``suprapatellar_pouch`` point). Crushed ice sits at its melting point (-1..0 C here):
-    ``pack_temp = -1`` with the whole latent heat left; the bag is ~1 kg of ice (a 1.8 kg
-    crushed-ice pack in Myrer et al., J Athl Train 36:32, 2001). No dressing under it
+    ``pack_temp = -1`` with the whole latent heat left; the default pack (15 mm over three
+    100-degree sides, 120 mm long) holds 0.6 kg of ice. Warren's abstract gives no mass;
+    the bags of the other studies held 0.75 kg (Otte et al. 2002), 1.8 kg (Myrer et al., J
+    Athl Train 36:32, 2001) and 2 kg (Sanchez-Inchausti et al. 2005), which the
+    sensitivity study covers (8-40 mm: 0.3-1.9 kg). No dressing under it
     (healthy knees; after surgery the pack goes over a dressing: ``bandage_mm`` 1-2, as in
     Martin et al. 2002 or Breslin et al. 2015). A frozen gel pack from a freezer is
     ``pack_temp = -15 .. -20``; ``pack = "gel"`` a non-freezing gel.
@@ -58,9 +61,12 @@ class Params:
     pack: str = "ice"            # ice: frozen water-based pack (latent heat); gel: no freezing
     t_arterial: float = T_ARTERIAL_KNEE
     perfusion_every: float = 10.0  # s between refreshes of the perfusion factor from T
-    perfusion_lag: float = 0.0     # s, time constant of vasoconstriction (0: at once)
-    cuff_temp: float = 8.0
-    ambient: float = 24.0
+    # s, time constant of vasoconstriction. 0 (at once) is a bounding case: muscle blood
+    # flow under a cold pack held for 5 min and fell 49 % by 10 min (Thorsson et al., Med Sci
+    # Sports Exerc 17 (1985) 710); the sensitivity study runs 0 .. 600 s
+    perfusion_lag: float = 0.0
+    cuff_temp: float = 8.0         # assumed: cryo-cuff liquids run 5-15 C (Ohkoshi 1999: 5, 10)
+    ambient: float = 24.0          # room air, within the 20-25 C of the research notes
     h_air: float = 10.0
     overrides: dict = field(default_factory=dict)
     dt: float | None = None

@@ -6,7 +6,8 @@ circumference of ~39 cm) of skin (2 mm), subcutaneous fat (8 mm by default: ``su
 skin and fat together, is a parameter) and muscle, holding:
 
 * the femur above the joint line: shaft radius 14 mm widening to condyles (38 x 26 mm
-  semi-axes) at the joint, a 3 mm cortical shell around cancellous bone;
+  semi-axes) at the joint, a 3 mm cortical shell around cancellous bone (the bones' sizes
+  are a model choice, not a cited anthropometry);
 * the tibia below: shaft 13 mm widening to a plateau (36 x 24 mm);
 * articular cartilage (2.5 mm) on both bone ends and a joint space of synovial fluid (3 mm)
   between them; the patella (ellipsoid 22 x 10 x 24 mm) in front, with cartilage behind,

@@ -25,8 +25,9 @@ Sources (values are defaults, overridable from the CLI with ``--set tissue.prop=
 
 Temperature-dependent perfusion and metabolism (cold-induced vasoconstriction): both are
 scaled by ``q10 ** ((T - tref) / 10)`` for T < tref (factor 1 above tref; hyperthermic
-vasodilation is outside this model's scope). Sources: omega(T) = omega0 Q10^((T-37)/10) in
-skin and fat below ~30 C following Khoshnevis et al. 2015 (PMC4395553: skin perfusion falls strongly under
+vasodilation is outside this model's scope). Sources: omega(T) = omega0 Q10^((T-37)/10)
+(the research notes' law for skin and fat, applied here below ``tref`` to skin, fat,
+muscle and tendon) following Khoshnevis et al. 2015 (PMC4395553: skin perfusion falls strongly under
 cryotherapy and stays low) and Fiala, Lomas & Stohrer, J. Appl. Physiol. 87 (1999)
 1957-1972, whose passive system scales local basal metabolism with Q10 = 2 and the basal
 perfusion in proportion to it (quoted from memory, not re-checked). Defaults: Q10 = 4 for
@@ -45,7 +46,8 @@ series with its ``h`` (a conducting tissue's contact does not apply towards the 
 pack in a bag, or crushed ice with air pockets, does not touch the skin everywhere
 (``--set ice.contact=0.01`` is a contact conductance of 100 W/(m^2 K)). The
 packs and the cuff have ``ICE_CONTACT``, fitted by the validation benchmark on muscle
-cooled under a bag of crushed ice (it fits 0); every tissue has 0 (perfect contact).
+cooled under a bag of crushed ice (it fits the bag's film, 1e-4); every other tissue
+has 0 (perfect contact).
 
 "boundary" tissues are not updated: they hold a fixed temperature (air at ambient, a cryo-cuff
 at its liquid temperature) and exchange heat with a neighbouring conducting voxel through a
@@ -75,27 +77,31 @@ T_ARTERIAL = 37.0
 #: does not resolve what makes the limb cooler than the core (arterial blood cooled on its
 #: way down the thigh by countercurrent exchange with the returning veins, conduction along
 #: the limb), so the inflow temperature is taken from an independent measurement near the
-#: knee instead: resting tibialis anterior muscle 34.55 +- 1.02 C, supine (Flouris et al.,
-#: Physiol. Meas. 36:N103, 2015) -- the temperature of well-perfused muscle just below the
-#: knee, which in a Pennes model is ~T_a. ``--t-arterial 37`` gives the core value.
+#: knee instead: tibialis anterior muscle 34.55 +- 1.02 C (Flouris et al.,
+#: Physiol. Meas. 36:N103, 2015: the temperature of well-perfused muscle just below the
+#: knee, which in a Pennes model is ~T_a; that study's mean over its whole protocol of
+#: supine rest, cycling and recovery). ``--t-arterial 37`` gives the core value.
 T_ARTERIAL_KNEE = 34.5
 #: cold response of skin, fat, muscle and tendon perfusion (and metabolism). Local skin
-#: cooling from 34 to 28 C cut skin blood flow to 42-46 % of baseline (Hodges et al., Am J
-#: Physiol Heart Circ Physiol 293 (2007) H3187): Q10 = 0.45 ** (-10 / 6) = 3.8; Fiala et
-#: al. 1999 use 2 for basal metabolism. benchmarks/knee_validation.py fits it (2 .. 4)
-#: together with ICE_CONTACT on the thigh muscle under ice of Otte et al. 2002 (the thick-fat
-#: groups, where the perfusion carrying heat back decides) and finds 4, the top of that range:
-#: the measured skin response.
+#: cooling from 34 to 28 C cut skin blood flow to 42-46 % of baseline at three forearm
+#: sites (Hodges et al., Am J Physiol Heart Circ Physiol 293 (2007) H3187): Q10 =
+#: 3.65-4.25. benchmarks/knee_validation.py fits it over that range together with
+#: ICE_CONTACT on the thigh muscle under ice of Otte et al. 2002 (the thick-fat groups,
+#: where the perfusion carrying heat back decides). Known deviations from the sources: the
+#: same Q10 scales metabolism (Fiala et al. 1999 use 2 there; metabolic heat is small
+#: next to perfusion here), muscle's response is the skin's extrapolated (Thorsson et al.
+#: 1985 measured muscle flow -49 % after 10 min of cold), and the factor counts from
+#: ``tref`` = 37 C where Hodges' baseline skin was at 34 C.
 Q10_TISSUE = 4.0
 #: contact resistance of a bagged pack on the skin, m^2 K/W: fitted with Q10_TISSUE by
 #: benchmarks/knee_validation.py on the minutes a 750 g crushed-ice bag needs to cool the
 #: thigh's muscle 1 cm under the fat by 7 C (Otte et al., Arch Phys Med Rehabil 83 (2002)
-#: 1501; four groups of fat, 47 volunteers). The fit is perfect contact, the end of the
-#: range: a wet bag's film adds ~1e-4 (0.05 mm of polyethylene), and 0.01 already makes the
-#: thin-fat group cool 1.6x too slowly. The skin then sits a few degrees above the ice,
-#: colder than the 11.5 C Oosterveld et al. 1992 read under ice chips (a held-out target).
-#: A gel pack in its film and a cryo-cuff's bladder get the same.
-ICE_CONTACT = 0.0
+#: 1501; four groups of fat, 47 volunteers), from the bag's own film up: 0.05 mm of
+#: polyethylene adds ~1e-4, and 0.01 already makes the thin-fat group cool 1.6x too slowly.
+#: The fit is the film alone, the end of that range. The skin then sits a few degrees above
+#: the ice, colder than the 11.5 C Oosterveld et al. 1992 read under ice chips (a held-out
+#: target). A gel pack in its film and a cryo-cuff's bladder get the same.
+ICE_CONTACT = 1e-4
 #: a cryo-cuff's liquid-to-wall coefficient (an engineering assumption); its skin contact
 #: (ICE_CONTACT) is in series with it
 CUFF_H = 500.0
@@ -162,6 +168,8 @@ DEFAULT_TISSUES = (
     Tissue("muscle", 0.49, 1090, 3421, _htr(37, 1090), 0.91 * 1090, q10=Q10_TISSUE),
     Tissue("cortical_bone", 0.32, 1908, 1313, _htr(10, 1908), 0.15 * 1908),
     Tissue("cancellous_bone", 0.31, 1178, 2274, _htr(30, 1178), 0.42 * 1178),
+    # cartilage: IT'IS values (not re-checked); a measured bovine value is k 0.21, c 3200
+    # (research notes): the cartilage layers are thin, between bone and fluid
     Tissue("cartilage", 0.49, 1100, 3568, 0.0, 0.0),
     Tissue("synovial_fluid", 0.62, 1000, 3900, 0.0, 0.0),
     Tissue("bandage", 0.06, 400, 1300, 0.0, 0.0),
