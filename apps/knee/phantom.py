@@ -284,8 +284,8 @@ def _bones_and_joint(out, geo, z, y, x, depth) -> None:
     tendon = ((z >= JOINT_BAND_TOP * s) & (z <= TENDON_TOP * s) & (np.abs(x) <= 22.0 * s) & (y > 0)
               & (depth >= geo.subcutis) & (depth < geo.subcutis + TENDON_MM * s))
     out[tendon & (out == ID["muscle"])] = ID["tendon"]
-    # suprapatellar pouch: ``pouch`` mm of fluid (2), 22 mm wide; above the patella under the tendon,
-    # with the fat pads between it and the femur
+    # suprapatellar pouch: ``pouch`` mm of fluid (2), 22 mm wide; above the patella under
+    # the tendon, with the fat pads between it and the femur
     zz, yy, xx = z[:, 0, 0], y[0, :, 0], x[0, 0, :]
     soft = (ID["muscle"], ID["fat"])
     for kz, zmm in enumerate(zz):
