@@ -10,7 +10,7 @@ from pyfw.errors import ConfigurationError
 
 
 def test_phantom_is_built_plane_by_plane_and_has_the_anatomy():
-    geo = Geometry(shape=(60, 70, 66), thickness=8.0, length=40.0)
+    geo = Geometry(shape=(60, 70, 66), thickness=8.0, length=40.0, bandage=1.0)
     geo.validate()
     whole = planes(geo, 0, 60)
     parts = np.concatenate([planes(geo, a, b) for a, b in ((0, 7), (7, 31), (31, 60))])

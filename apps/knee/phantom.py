@@ -84,7 +84,7 @@ class Geometry:
     sides: tuple = ("anterior", "medial", "lateral")
     thickness: float = 15.0        # gel pack thickness
     length: float = 120.0          # pack extent along the leg
-    bandage: float = 1.0           # dressing under the device (0: none)
+    bandage: float = 0.0           # dressing under the device, mm (0: none, as in Params)
     radius: float = 62.0           # outer leg radius if it fits
     subcutis: float = SUBCUTIS_MM  # skin + subcutaneous fat, mm (a skinfold is twice this)
     device_at: float = 0.0         # the device's centre, mm above the joint line
