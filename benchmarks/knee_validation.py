@@ -48,16 +48,17 @@ No knee is fitted on. The bag's contact resistance and the cold response of perf
 **Otte et al. 2002** (``knee_muscle.py``): the minutes a 750 g crushed-ice bag needs to cool
 the thigh's muscle 1 cm under the fat by 7 C, in four groups of subcutaneous fat (47
 volunteers). The thin-fat groups measure the contact (how fast the cold gets in), the thick
-ones the perfusion that carries heat back (Q10 over 3.65 .. 4.25), on a grid of both, by the mean
-relative error over the four groups. The contact applies to every bag and pack, and in
+ones the perfusion that carries heat back (Q10 over 3.65 .. 4.25), on a grid of both, by the
+mean relative error over the four groups. The contact applies to every bag and pack, and in
 series with the cryo-cuff's coefficient. **Myrer et al. 2001** (calf muscle at 1 and 3 cm
 under the fat) is held out. The blown air's coefficient is fitted on Oosterveld's skin under
-cold air. The Q10's range is what local skin cooling measures: skin blood flow fell to
-42-46 % of baseline at three forearm sites when the skin was cooled from 34 to 28 C (Hodges
-et al., Am J Physiol Heart Circ Physiol 293 (2007) H3187), i.e. Q10 = 3.65-4.25. Every
+cold air. The Q10's range is what local skin cooling measures: skin blood flow fell
+to 42-46 % of baseline at three forearm sites when the skin was cooled from 34 to 28 C (Hodges et
+al., Am J Physiol Heart Circ Physiol 293 (2007) H3187), i.e. Q10 = 3.65-4.25. Every
 candidate of a fit lies inside its published range (see ``CONTACTS``), and a fit at an end
-of its range is flagged in the output (``at_range_end``). Reported: every target of every study with its model value
-and relative error, and whether it lies within the study's spread or +-30 %.
+of its range is flagged in the output (``at_range_end``). Reported: every target of every
+study with its model value and relative error, and whether it lies within the study's spread
+or +-30 %.
 Writes ``benchmarks/results/knee_validation.json`` and ``.png``.
 """
 from __future__ import annotations

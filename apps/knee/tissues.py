@@ -25,15 +25,15 @@ Sources (values are defaults, overridable from the CLI with ``--set tissue.prop=
 
 Temperature-dependent perfusion and metabolism (cold-induced vasoconstriction): both are
 scaled by ``q10 ** ((T - tref) / 10)`` for T < tref (factor 1 above tref; hyperthermic
-vasodilation is outside this model's scope). Sources: omega(T) = omega0 Q10^((T-37)/10)
-(the research notes' law for skin and fat, applied here below ``tref`` to skin, fat,
-muscle and tendon) following Khoshnevis et al. 2015 (PMC4395553: skin perfusion falls strongly under
+vasodilation is outside this model's scope). Sources: omega(T) = omega0 Q10^((T-37)/10) (the
+research notes' law for skin and fat, applied here below ``tref`` to skin, fat, muscle and
+tendon) following Khoshnevis et al. 2015 (PMC4395553: skin perfusion falls strongly under
 cryotherapy and stays low) and Fiala, Lomas & Stohrer, J. Appl. Physiol. 87 (1999)
 1957-1972, whose passive system scales local basal metabolism with Q10 = 2 and the basal
 perfusion in proportion to it (quoted from memory, not re-checked). Defaults: Q10 = 4 for
 skin, fat, muscle and tendon (see ``Q10_TISSUE``), ``tref = 37`` C (the IT'IS perfusion
-values taken as values at 37 C); bone, cartilage and fluid keep constant rates. ``q10 = 1`` gives the classic
-constant-perfusion Pennes model (``--set skin.q10=1`` ...).
+values taken as values at 37 C); bone, cartilage and fluid keep constant rates. ``q10 = 1``
+gives the classic constant-perfusion Pennes model (``--set skin.q10=1`` ...).
 
 Blood: rho_b = 1050 kg/m^3, c_b = 3617 J/(kg K) (IT'IS blood). Arterial temperature: 37 C
 is the core value (``T_ARTERIAL``, the solver's default for generic use); the knee model
