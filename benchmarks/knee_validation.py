@@ -151,6 +151,7 @@ DIFFERENCES = {
 CONTACTS = (1e-4, 0.005, 0.01, 0.02, 0.04)
 Q10S = (3.65, 4.0, 4.25)
 AIR_HS = (10.0, 12.5, 15.0, 20.0, 30.0, 50.0, 100.0)
+FIT_CANDIDATES = {"ice_contact": CONTACTS, "q10": Q10S, "air_h": AIR_HS}
 MUSCLE_FIT = "Otte 2002 thigh"
 AIR_FIT = [("Oosterveld cold air", "skin_anterior@30")]
 
@@ -336,10 +337,10 @@ def print_table(table):
               f"{model} {rel} {'ok' if r['within'] else 'OUT'}{' (fit)' if r['fit'] else ''}")
 
 
-def fit_range(name, fitted, candidates):
+def fit_range(name, fitted):
     """A fitted value with its candidates' range and whether it sits at an end of it (a
     range limit, not an optimum)."""
-    v = fitted[name]
+    v, candidates = fitted[name], FIT_CANDIDATES[name]
     return {"parameter": name, "value": v, "range": [min(candidates), max(candidates)],
             "at_range_end": v in (min(candidates), max(candidates))}
 
@@ -352,11 +353,11 @@ def result_json(argv, grid, fitted, muscle_scores, air_scores, table, arthroscop
     return {"command": "python benchmarks/knee_validation.py " + " ".join(argv or sys.argv[1:]),
             "machine": {"host": platform.node(), "cpus": os.cpu_count()},
             "grid": keep_leg(grid, []),
-            "fits": [dict(fit_range("ice_contact", fitted, CONTACTS), fitted_on=muscle_on,
+            "fits": [dict(fit_range("ice_contact", fitted), fitted_on=muscle_on,
                           jointly_with="q10"),
-                     dict(fit_range("q10", fitted, Q10S), fitted_on=muscle_on,
+                     dict(fit_range("q10", fitted), fitted_on=muscle_on,
                           jointly_with="ice_contact"),
-                     dict(fit_range("air_h", fitted, AIR_HS), fitted_on=AIR_FIT,
+                     dict(fit_range("air_h", fitted), fitted_on=AIR_FIT,
                           scores={f"{h:g}": v for h, v in air_scores.items()})],
             "muscle_fit_scores": [{"ice_contact": c, "q10": q, "mean_abs_relative_error": v}
                                   for (c, q), v in muscle_scores.items()],
@@ -380,8 +381,8 @@ def main(argv=None):
     table += muscle_table(fitted, grid)
     arthroscopy = arthroscopy_range(fitted, grid)
     print_table(table)
-    for name, cands in (("ice_contact", CONTACTS), ("q10", Q10S), ("air_h", AIR_HS)):
-        r = fit_range(name, fitted, cands)
+    for name in FIT_CANDIDATES:
+        r = fit_range(name, fitted)
         print(f"fitted {name} = {r['value']:g} in {r['range']}"
               + (": at an end of its range (a limit, not an optimum)" if r["at_range_end"]
                  else ""))
