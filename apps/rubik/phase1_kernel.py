@@ -61,14 +61,36 @@ def _replay_solved(rcp, rco, rep, reo, mv, sp, m, mcp, mco, mep, meo):
 # corner permutation (9, only kept with the corner table), then upper bounds of the
 # node's axis values and corner value (10..13), then two words per axis frame from which
 # the inverse position's coordinates follow (14..19, see :mod:`.inverse`), then the
-# inverse position's exact values on the three axes (20..22; -1: not looked up). Every
-# table here is an exact distance in a quotient graph, so one move changes a value by at
-# most one: a child's value is at most its parent's bound + 1, and a lookup that cannot
-# change the outcome is skipped. Rows are int64 (the words need 63 bits).
+# inverse position's values on the three axes (20..22; -1: not looked up), and with the nx
+# table the corners' separation on the three axes (23..25). Every table here holds a
+# distance in a quotient graph, and one move changes a distance by at most one: a child's
+# distance is at most its parent's upper bound + 1, and a lookup that cannot change the
+# outcome is skipped. The 4-bit tables hold exact distances (lower = upper bound); the nx
+# table's 2-bit codes give a lower bound (what prunes) and an upper one (see
+# :func:`_value`). Rows are int64 (the words need 63 bits).
 REID_COLS = 23
 INV_COL = 14
 INV_H_COL = 20
+SEP_COL = 23
+NX_COLS = 26
 UNKNOWN_H = 60              # bound of a value never looked up (the subtree root)
+N_SEP = 70
+
+
+@njit(cache=True, inline="always")
+def _value(tab, idx, nx_base, fallback):
+    """(lower, upper) bound of the distance at ``idx``: the 4-bit entry itself, or with
+    ``nx_base >= 0`` the nx table's 2-bit code (see :mod:`.nx`; code 0 falls back on the
+    phase-1 table's entry ``idx // 70``)."""
+    if nx_base < 0:
+        h = np.int64(_nib(tab, idx))
+        return h, h
+    v = np.int64((tab[idx >> 2] >> ((idx & 3) << 1)) & 3)
+    if v == 0:
+        return np.int64(_nib(fallback, idx // N_SEP)), np.int64(nx_base)
+    if v == 3:
+        return np.int64(nx_base + 3), np.int64(UNKNOWN_H)
+    return np.int64(nx_base + v), np.int64(nx_base + v)
 
 
 @njit(cache=True, inline="always")
@@ -89,12 +111,38 @@ def _p1_index(fl, sl, tw, ct):
     return (cbase[k] + np.int64(w >> 4)) * 2187 + tconj[tw, symmul[w & 15, s1]]
 
 
+@njit(cache=True, inline="always")
+def _index(fl, sl, tw, sp, ct, nx, sepconj):
+    """:func:`_p1_index`, or with ``nx`` the nx table's index, which adds the corners'
+    separation ``sp`` conjugated by the same symmetry."""
+    if not nx:
+        return _p1_index(fl, sl, tw, ct)
+    srep, sxor, fperm, cls2, symmul, cbase, tconj = ct
+    w1 = srep[sl]
+    s1 = w1 & 15
+    k = w1 >> 4
+    w = cls2[k, fperm[s1, fl] ^ sxor[sl]]
+    S = symmul[w & 15, s1]
+    return ((cbase[k] + np.int64(w >> 4)) * 2187 + tconj[tw, S]) * N_SEP + sepconj[sp, S]
+
+
+@njit(cache=True, inline="always")
+def _inverse_sep(cw, sep_of_mask):
+    """Separation of the inverse of a frame's position from its corner word: the inverse's
+    U slots hold the cubies that sit in the position's U slots (0..3)."""
+    m = 0
+    for q in range(4):
+        m |= 1 << (((cw >> (5 * q)) & 31) // 3)
+    return sep_of_mask[m]
+
+
 @njit(cache=True)
 def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc, node, path,
                  kids, kidm, nk, ki, box, g0, last0, bound, budget, stats,
                  rcp, rco, rep, reo, mcp, mco, mep, meo,
                  use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep,
-                 flip_bit, twist_term, add_twist, slice_of_mask, tight, in_h):
+                 flip_bit, twist_term, add_twist, slice_of_mask, tight, in_h,
+                 nx_base, fallback, sepm, sepconj, sep_of_mask):
     """IDA* below node[0] to ``bound`` (see the module docstring).
 
     Expanding the node at stack level L generates its children and keeps those with
@@ -121,10 +169,19 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
     moves in H (Rokicki's nxopt; Tronto's H48 notes): the next move is the inverse's last,
     and a last move inside H would put the inverse in H one move earlier. For the huge
     table's UD axis that drops the six U and D turns; two tight axes drop twelve.
-    ``in_h[a]``: the bitmask of the moves in axis a's H (:func:`target_moves`)."""
-    tmp = np.empty((18, REID_COLS), np.int64)
+    ``in_h[a]``: the bitmask of the moves in axis a's H (:func:`target_moves`).
+
+    With ``nx_base >= 0`` the table is the nx table (:mod:`.nx`): each axis also follows
+    the corners' separation (``sepm``, columns SEP_COL..+2), a lookup gives a lower bound
+    (pruning, de Bondt and the tight rule take it: a value that is only a lower bound and
+    equals the moves left is either exact or prunes the node anyway) and an upper bound
+    (kept in the row for the skipping rule)."""
+    nx = nx_base >= 0
+    ncols = node.shape[1]
+    tmp = np.empty((18, NX_COLS), np.int64)
     tmpm = np.empty(18, np.int64)
     wb = np.empty((18, 3), np.int64)
+    lo = np.empty((18, 3), np.int64)
     alive = np.empty(18, np.bool_)
     gen = 0
     exp = 0
@@ -198,26 +255,30 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                 x0 = node[L, c]
                 x1 = node[L, c + 1]
                 x2 = node[L, c + 2]
+                x3 = node[L, SEP_COL + o0] if nx else 0
                 for j in range(n):
                     ma = amc[o0, tmpm[j]]
                     fl = flipm[x0, ma]
                     sl = slicem[x1, ma]
                     tw = twm[x2, ma]
+                    sp = sepm[x3, ma] if nx else 0
                     tmp[j, c] = fl
                     tmp[j, c + 1] = sl
                     tmp[j, c + 2] = tw
+                    tmp[j, SEP_COL + o0] = sp
                     tmp[j, 10] = u0
                     tmp[j, 11] = u1
                     tmp[j, 12] = u2
                     tmp[j, 13] = uc
                     alive[j] = True
                     if need:
-                        wb[j, 0] = _p1_index(fl, sl, tw, ct)
+                        wb[j, 0] = _index(fl, sl, tw, sp, ct, nx, sepconj)
                 if need:
                     probes += n
                     for j in range(n):
-                        h = _nib(tab, wb[j, 0])
-                        tmp[j, 10 + o0] = h
+                        h, up = _value(tab, wb[j, 0], nx_base, fallback)
+                        tmp[j, 10 + o0] = up
+                        lo[j, o0] = h
                         if h > rem:
                             alive[j] = False
                 # round 2: the other two axes (and the corner table) of the survivors
@@ -233,11 +294,13 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                             fl = flipm[node[L, c], ma]
                             sl = slicem[node[L, c + 1], ma]
                             tw = twm[node[L, c + 2], ma]
+                            sp = sepm[node[L, SEP_COL + o], ma] if nx else 0
                             tmp[j, c] = fl
                             tmp[j, c + 1] = sl
                             tmp[j, c + 2] = tw
+                            tmp[j, SEP_COL + o] = sp
                             if need1 if q == 0 else need2:
-                                wb[j, 1 + q] = _p1_index(fl, sl, tw, ct)
+                                wb[j, 1 + q] = _index(fl, sl, tw, sp, ct, nx, sepconj)
                         if use_pc:
                             tmp[j, 9] = cpm[node[L, 9], m]
                 cnt = 0
@@ -246,18 +309,20 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                         continue
                     alive[j] = False             # until it passes every check below
                     if need1:
-                        h = _nib(tab, wb[j, 1])
-                        tmp[j, 10 + o1] = h
+                        h, up = _value(tab, wb[j, 1], nx_base, fallback)
+                        tmp[j, 10 + o1] = up
+                        lo[j, o1] = h
                         probes += 1
                         if h > rem:
                             continue
                     if need2:
-                        h = _nib(tab, wb[j, 2])
-                        tmp[j, 10 + o2] = h
+                        h, up = _value(tab, wb[j, 2], nx_base, fallback)
+                        tmp[j, 10 + o2] = up
+                        lo[j, o2] = h
                         probes += 1
                         if h > rem:
                             continue
-                    if db and tmp[j, 10] == rem and tmp[j, 11] == rem and tmp[j, 12] == rem:
+                    if db and lo[j, 0] == rem and lo[j, 1] == rem and lo[j, 2] == rem:
                         continue             # de Bondt: all three axes at exactly rem
                     if use_pc and uc > rem:
                         h = _nib(pc, tmp[j, 9] * 2187 + tmp[j, 2])
@@ -268,7 +333,7 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                     if use_inv:
                         alive[j] = True          # round 3 decides
                         continue
-                    for i in range(REID_COLS):
+                    for i in range(ncols):
                         kids[L, cnt, i] = tmp[j, i]
                     kidm[L, cnt] = tmpm[j]
                     cnt += 1
@@ -287,12 +352,13 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                                 tmp[j, c] = ew
                                 tmp[j, c + 1] = cw
                                 fl, sl, tw = _coords(ew, cw, sorted_slice, slice_of_mask)
-                                wb[j, a] = _p1_index(fl, sl, tw, ct)
+                                sp = _inverse_sep(cw, sep_of_mask) if nx else 0
+                                wb[j, a] = _index(fl, sl, tw, sp, ct, nx, sepconj)
                     for j in range(n):
                         if alive[j]:
-                            h0 = _nib(tab, wb[j, 0])
-                            h1 = _nib(tab, wb[j, 1])
-                            h2 = _nib(tab, wb[j, 2])
+                            h0 = _value(tab, wb[j, 0], nx_base, fallback)[0]
+                            h1 = _value(tab, wb[j, 1], nx_base, fallback)[0]
+                            h2 = _value(tab, wb[j, 2], nx_base, fallback)[0]
                             probes += 3
                             if h0 > rem or h1 > rem or h2 > rem or (
                                     h0 == rem and h1 == rem and h2 == rem):
@@ -300,7 +366,7 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                             tmp[j, INV_H_COL] = h0
                             tmp[j, INV_H_COL + 1] = h1
                             tmp[j, INV_H_COL + 2] = h2
-                            for i in range(REID_COLS):
+                            for i in range(ncols):
                                 kids[L, cnt, i] = tmp[j, i]
                             kidm[L, cnt] = tmpm[j]
                             cnt += 1
@@ -316,7 +382,7 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
         if gen >= budget:
             status = PAUSED
             break
-        _descend(L, node, path, kids, kidm, ki, REID_COLS)
+        _descend(L, node, path, kids, kidm, ki, ncols)
         L += 1
         expand = True
     box[0] = L

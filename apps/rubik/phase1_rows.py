@@ -8,10 +8,20 @@ from .coords import EDGES_A, EDGES_B, cp_coord, e6_coord, flip_coord, twist_coor
 from .inverse import TABLES as INV_TABLES
 from .inverse import _advance as _advance_inverse, _coords, inverse_words
 from .korf import _nib
-from .phase1_kernel import INV_COL, INV_H_COL, UNKNOWN_H, _p1_index
+from .phase1_kernel import INV_COL, INV_H_COL, SEP_COL, UNKNOWN_H, _index, _inverse_sep, _value
 from .symmetry import AXIS_MOVE_CONJ, axis_cube
 
 _NO_TABLE = np.zeros(1, np.uint8)
+_NO_SEP = (np.zeros((1, 18), np.int64), np.zeros((1, 16), np.int64), np.zeros(256, np.int64))
+
+
+def nx_args(tables):
+    """The kernels' nx arguments (nx_base, fallback, sepm, sepconj, sep_of_mask): the nx
+    table's, or placeholders with nx_base -1 that switch it off."""
+    if tables.name == "nx":
+        from .nx import SEP_OF_MASK
+        return tables.base, tables.fallback, tables.sepm, tables.sepconj, SEP_OF_MASK
+    return (-1, _NO_TABLE) + _NO_SEP
 
 
 def target_moves(tables):
@@ -21,13 +31,14 @@ def target_moves(tables):
     axis."""
     mt = tables.moves
     flipm, slicem, twm = mt["flip"], mt[tables.slice_move], mt["twist"]
+    sepm = tables.sepm if tables.name == "nx" else None
     out = []
     for a in range(3):
         mask = 0
         for m in range(18):
             ma = AXIS_MOVE_CONJ[a, m]
             if (flipm[0, ma] == 0 and slicem[tables.slice_solved, ma] == tables.slice_solved
-                    and twm[0, ma] == 0):
+                    and twm[0, ma] == 0 and (sepm is None or sepm[0, ma] == 0)):
                 mask |= 1 << m
         out.append(mask)
     return tuple(out)
@@ -58,30 +69,43 @@ def root_state(tables, cube):
     row += [UNKNOWN_H] * 4
     row += inverse_words(cube)
     row += [-1] * 3
+    if tables.name == "nx":
+        from .nx import sep_coord
+        row += [sep_coord(axis_cube(cube, a)) for a in range(3)]
     return np.array(row, np.int64)
 
 
 @njit(cache=True)
-def _advance_reid(row, moves, flipm, slicem, twm, cpm, amc):
-    """Apply ``moves`` to the coordinate columns of a phase-1 row in place."""
+def _advance_reid(row, moves, flipm, slicem, twm, cpm, amc, sepm):
+    """Apply ``moves`` to the coordinate columns of a phase-1 row in place (and to its
+    separation columns, where it has them)."""
+    nx = row.size > SEP_COL
     for m in moves:
         for a in range(3):
             ma = amc[a, m]
             row[3 * a] = flipm[row[3 * a], ma]
             row[3 * a + 1] = slicem[row[3 * a + 1], ma]
             row[3 * a + 2] = twm[row[3 * a + 2], ma]
+            if nx:
+                row[SEP_COL + a] = sepm[row[SEP_COL + a], ma]
         row[9] = cpm[row[9], m]
 
 
 @njit(cache=True)
-def _reid_row_h(row, ct, tab, pc, use_pc, use_inv, sorted_slice, slice_of_mask):
+def _reid_row_h(row, ct, tab, pc, use_pc, use_inv, sorted_slice, slice_of_mask, nx_base,
+                fallback, sepconj, sep_of_mask):
     """Look the row's three axes (and corners, and with ``use_inv`` the three axes of the
-    inverse) up, store the exact values in row[10..13] (the inverse's in row[20..22]) and
-    return the heuristic (max, de Bondt's +1 when all three axes of a side agree)."""
+    inverse) up, store the upper bounds in row[10..13] (the inverse's lower bounds in
+    row[20..22]) and return the heuristic (max of the lower bounds, de Bondt's +1 when all
+    three axes of a side agree; exact for the 4-bit tables)."""
+    nx = nx_base >= 0
+    lo = np.empty(3, np.int64)
     for a in range(3):
-        row[10 + a] = _nib(tab, _p1_index(row[3 * a], row[3 * a + 1], row[3 * a + 2], ct))
-    h = max(row[10], max(row[11], row[12]))
-    if h > 0 and row[10] == row[11] and row[11] == row[12]:
+        sp = row[SEP_COL + a] if nx else 0
+        lo[a], row[10 + a] = _value(tab, _index(row[3 * a], row[3 * a + 1], row[3 * a + 2], sp,
+                                                ct, nx, sepconj), nx_base, fallback)
+    h = max(lo[0], max(lo[1], lo[2]))
+    if h > 0 and lo[0] == lo[1] and lo[1] == lo[2]:
         h += 1
     if use_pc:
         row[13] = _nib(pc, row[9] * 2187 + row[2])
@@ -92,9 +116,10 @@ def _reid_row_h(row, ct, tab, pc, use_pc, use_inv, sorted_slice, slice_of_mask):
     if use_inv:
         v = np.empty(3, np.int64)
         for a in range(3):
-            fl, sl, tw = _coords(row[INV_COL + 2 * a], row[INV_COL + 2 * a + 1], sorted_slice,
-                                 slice_of_mask)
-            v[a] = _nib(tab, _p1_index(fl, sl, tw, ct))
+            cw = row[INV_COL + 2 * a + 1]
+            fl, sl, tw = _coords(row[INV_COL + 2 * a], cw, sorted_slice, slice_of_mask)
+            sp = _inverse_sep(cw, sep_of_mask) if nx else 0
+            v[a] = _value(tab, _index(fl, sl, tw, sp, ct, nx, sepconj), nx_base, fallback)[0]
             row[INV_H_COL + a] = v[a]
         hi = max(v[0], max(v[1], v[2]))
         if hi > 0 and v[0] == v[1] and v[1] == v[2]:
@@ -126,11 +151,12 @@ def phase1_row(tables, corners, cube, prefix, inverse=True):
     row = _base_row(tables, cube).copy()
     mt = tables.moves
     moves = np.asarray(prefix, np.int64)
+    nx_base, fallback, sepm, sepconj, sep_of_mask = nx_args(tables)
     _advance_reid(row, moves, mt["flip"], mt[tables.slice_move], mt["twist"], mt["cp"],
-                  AXIS_MOVE_CONJ)
-    _advance_inverse(row[INV_COL:], moves, AXIS_MOVE_CONJ, *INV_TABLES[:11])
+                  AXIS_MOVE_CONJ, sepm)
+    _advance_inverse(row[INV_COL:INV_COL + 6], moves, AXIS_MOVE_CONJ, *INV_TABLES[:11])
     pc = corners.corners if corners is not None else _NO_TABLE
     h = int(_reid_row_h(row, tables.route, tables.table, pc,
                         corners is not None, bool(inverse), tables.sorted_slice,
-                        INV_TABLES[11]))
+                        INV_TABLES[11], nx_base, fallback, sepconj, sep_of_mask))
     return row, h

@@ -19,7 +19,7 @@ from .cube import Cube, parse_moves
 from .inverse import TABLES as INV_TABLES
 from .korf_kernel import _search_korf
 from .phase1_kernel import _apply_cubies, _search_reid
-from .phase1_rows import _NO_TABLE, phase1_row, root_state, target_moves
+from .phase1_rows import _NO_TABLE, nx_args, phase1_row, root_state, target_moves
 from .pruning import NO_FACE
 from .status import DONE, FOUND, MAX_DEPTH, PAUSED
 from .symmetry import AXIS_MOVE_CONJ
@@ -143,7 +143,7 @@ class SubtreeSearch:
                                   t.route, t.table, pc, self.corners is not None, *args,
                                   *self._root_arrays, *_MOVE_ARRAYS,
                                   self.inverse, t.sorted_slice, *INV_TABLES, self.tight,
-                                  self._in_h)
+                                  self._in_h, *nx_args(t))
         if status == FOUND:
             depth = int(self.box[0]) + 1
             self.solution = self.prefix + [int(x) for x in self.path[1:depth + 1]]

@@ -14,6 +14,7 @@ from .cube import Cube, InvalidCubeError, format_moves
 from .frontier import Frontier
 from .huge import HugeTables
 from .korf import KorfTables
+from .nx import NxTables
 from .position_symmetry import SymmetryFilter
 from .reid import ReidTables
 from .search import DONE, FOUND, MAX_DEPTH, SubtreeSearch
@@ -25,6 +26,9 @@ HEURISTICS = {
     "huge": "phase-1 distance with the sorted UD slice (flip x sorted slice x twist, 16 "
             "symmetries) on 3 axes, de Bondt +1 (1.67 GB; built once: ~2 min, 5 GB of memory)",
     "korf": "Korf 1997: corner table and two 6-edge tables, max (87 MB)",
+    "nx": "phase-1 distance with the corners' U/D layers (flip x slice x twist x corner "
+          "separation, 16 symmetries) on 3 axes, 2 bits an entry, de Bondt +1 (2.47 GB; "
+          "built once: ~?? min, 7.4 GB of memory)",
 }
 DEFAULT_HEURISTIC = "huge"
 
@@ -42,7 +46,7 @@ ROUTE_PRIVATE_BYTES = 1 << 20
 
 
 #: the attributes of the table objects that hold big lookup arrays
-_TABLE_ARRAYS = ("table", "corners", "edges_a", "edges_b")
+_TABLE_ARRAYS = ("table", "fallback", "corners", "edges_a", "edges_b")
 
 
 def available_memory() -> float | None:
@@ -195,6 +199,8 @@ class Heuristic:
             self.tables = KorfTables.load(**kw)
         elif name == "huge":
             self.tables = HugeTables.load(**kw)
+        elif name == "nx":
+            self.tables = NxTables.load(**kw)
         else:
             self.tables = ReidTables.load(**kw)
             if name == "phase1+corners":
