@@ -460,6 +460,9 @@ SECTIONS = [
     ("Rubik: skipping the moves tight inverse values rule out", "rubik_tight.json",
      "python benchmarks/rubik_heuristic.py --compare tight --seeds 10-17 "
      "--out benchmarks/results/rubik_tight", rubik_heuristic),
+    ("Rubik: the nx table against the huge table", "rubik_nx.json",
+     "python benchmarks/rubik_heuristic.py --compare nx --seeds 0-5 "
+     "--out benchmarks/results/rubik_nx", rubik_heuristic),
     ("Rubik: two workers against one on random cubes", "rubik_speedup*.json",
      "python benchmarks/rubik_speedup.py", rubik_speedup),
     ("Rubik: work stealing against whole subtrees", "rubik_steal.json",

@@ -1,13 +1,16 @@
-"""The huge table's search with and without one of its refinements, on the same cubes.
+"""The huge table's search with and without one of its refinements, or against the nx
+table, on the same cubes.
 
     python benchmarks/rubik_heuristic.py [--seeds 0-19] [--heuristic huge] [--compare inverse]
     python benchmarks/rubik_heuristic.py --compare tight --seeds 10-17 --out RESULT_STEM
+    python benchmarks/rubik_heuristic.py --compare nx --seeds 0-19 --out RESULT_STEM
 
 ``--compare inverse``: the table looked up on the position only (``inverse=False``)
 against the position and its inverse (the default). ``--compare tight``: with the inverse
 lookups, the search expanding every node by all its moves (``tight=False``) against
 skipping the moves that tight inverse values rule out (the default; see
-``apps.rubik.search.SubtreeSearch``). Every cube ``Cube.random(seed)`` is solved optimally
+``apps.rubik.search.SubtreeSearch``). ``--compare nx``: the huge table against the nx
+table (``apps.rubik.nx``), both with inverse lookups and tight moves. Every cube ``Cube.random(seed)`` is solved optimally
 in one process by both, alternating which goes first from cube to cube so that the shared
 machine's drift hits both alike. Tables are loaded and the JIT is warm before the clock
 starts. Reported per cube: length, nodes generated, wall and CPU seconds of each; over all
@@ -48,6 +51,8 @@ COMPARISONS = {
                 (dict(inverse=False), dict(inverse=True))),
     "tight": (("loose", "tight"), ("every move", "tight moves skipped"),
               (dict(inverse=True, tight=False), dict(inverse=True, tight=True))),
+    "nx": (("huge", "nx"), ("huge table", "nx table"),
+           (dict(name="huge"), dict(name="nx"))),
 }
 
 
@@ -86,7 +91,7 @@ def plot(cubes, path, sides=("direct", "inverse"), labels=("position only", "wit
     ax.set_xticklabels([f"{c['seed']}\n{c['length']} mv" for c in cubes], fontsize=8)
     ax.set_xlabel("cube (Cube.random seed, optimal length)")
     ax.set_ylabel("serial optimal solve, s")
-    ax.set_title(f"huge table, one process: {labels[0]} against {labels[1]}")
+    ax.set_title(f"one process: {labels[0]} against {labels[1]}")
     ax.set_ylim(top=3 * max(c[sides[0]]["seconds"] for c in cubes))   # room for the legend
     ax.legend(fontsize=8, loc="upper left", ncol=2)
     fig.tight_layout()
@@ -107,7 +112,8 @@ def main(argv=None):
     sides, labels, settings = COMPARISONS[a.compare]
     seeds = seed_range(a.seeds)
     t0 = time.time()
-    heur = {k: Heuristic(a.heuristic, a.cache_dir, progress=False, **kw)
+    heur = {k: Heuristic(kw.get("name", a.heuristic), a.cache_dir, progress=False,
+                         **{x: v for x, v in kw.items() if x != "name"})
             for k, kw in zip(sides, settings)}
     for h in heur.values():                                      # JIT and first page-ins
         solve(h, Cube.from_moves("R U F D' L2 B"))

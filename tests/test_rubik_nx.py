@@ -6,6 +6,7 @@ import copy
 import random
 
 import numpy as np
+import pytest
 
 import test_rubik_naive as naive
 from apps.rubik import Cube, Solver, nx, reid
@@ -63,11 +64,14 @@ def test_choose_base_minimises_korfs_node_estimate():
     hist[13, 9] = 100
     b = nx.choose_base(hist)
     cost = {}
-    for base in range(13):
+    for base in range(13):        # the estimate written out: P(max of 3 values <= k)
         h = [p if d <= base else min(d, base + 3) for d in range(16) for p in range(16)
              for _ in range(hist[d, p])]
-        cost[base] = sum(nx.BRANCHING ** -v for v in h)
+        cost[base] = sum(nx.BRANCHING ** -k * (sum(v <= k for v in h) / len(h)) ** 3
+                         for k in range(20))
+        assert nx.node_estimate(hist, base) == pytest.approx(cost[base])
     assert cost[b] == min(cost.values())
+    assert b == 10      # 11, 12 and 13 exact; 9 on its phase-1 value
 
 
 def _sparse_nx_tables(cubes, seed):

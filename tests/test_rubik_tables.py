@@ -360,15 +360,22 @@ def test_first_run_picks_a_heuristic_that_fits_the_memory(tmp_path, monkeypatch)
     said = []
     monkeypatch.setenv("PYFW_RUBIK_MEM_AVAILABLE", str(2e9))        # a small laptop
     assert choose_heuristic(None, str(tmp_path), said.append) == "phase1"
-    assert "2.0 GB are available" in said[-1] and "--heuristic huge" in said[-1]
+    assert "2.0 GB are available" in said[-1] and "--heuristic nx" in said[-1]
+    assert "'huge' needs ~5.2 GB" in said[-1] and "'nx' needs ~7.6 GB" in said[-1]
     assert choose_heuristic("huge", str(tmp_path), said.append) == "huge"   # overrides
-    monkeypatch.setenv("PYFW_RUBIK_MEM_AVAILABLE", str(16e9))
+    monkeypatch.setenv("PYFW_RUBIK_MEM_AVAILABLE", str(7e9))        # huge fits, nx does not
     assert choose_heuristic(None, str(tmp_path), said.append) == "huge"
-    assert "first run" in said[-1] and "1.67 GB" in said[-1] and "5 GB" in said[-1]
+    assert "first run" in said[-1] and "1.67 GB" in said[-1] and "5.2 GB" in said[-1]
+    assert "'nx' needs ~7.6 GB" in said[-1] and "7.0 GB are available" in said[-1]
+    monkeypatch.setenv("PYFW_RUBIK_MEM_AVAILABLE", str(16e9))
+    assert choose_heuristic(None, str(tmp_path), said.append) == "nx"
+    assert "first run" in said[-1] and "2.47 GB" in said[-1] and "7.6 GB" in said[-1]
     (tmp_path / "huge_phase1.bin").write_bytes(b"")                  # already built
     monkeypatch.setenv("PYFW_RUBIK_MEM_AVAILABLE", str(1e9))
     n = len(said)
     assert choose_heuristic(None, str(tmp_path), said.append) == "huge" and len(said) == n
+    (tmp_path / "nx_phase1.bin").write_bytes(b"")                    # the strongest first
+    assert choose_heuristic(None, str(tmp_path), said.append) == "nx" and len(said) == n
 
 
 def test_a_private_table_copy_holds_the_same_bytes_in_its_own_memory():

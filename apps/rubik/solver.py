@@ -28,14 +28,18 @@ HEURISTICS = {
     "korf": "Korf 1997: corner table and two 6-edge tables, max (87 MB)",
     "nx": "phase-1 distance with the corners' U/D layers (flip x slice x twist x corner "
           "separation, 16 symmetries) on 3 axes, 2 bits an entry, de Bondt +1 (2.47 GB; "
-          "built once: ~?? min, 7.4 GB of memory)",
+          "built once: ~15 min, 7.6 GB of memory)",
 }
-DEFAULT_HEURISTIC = "huge"
+DEFAULT_HEURISTIC = "nx"
 
-#: building the default table: peak memory, seconds on 2 cores, bytes on disk (measured)
-HUGE_BUILD_MEMORY, HUGE_BUILD_SECONDS, HUGE_DISK = 5.2e9, 100, 1.67e9
-#: the table used instead where the huge one cannot be built (70 MB, ~8 s)
+#: building a big table: peak memory, seconds on 2 cores, bytes on disk (measured)
+BUILD_COST = {"nx": (7.6e9, 900, 2.47e9), "huge": (5.2e9, 100, 1.67e9)}
+#: the heuristics tried in this order where none is requested: the first one cached, else
+#: the first one whose build fits the memory available, else SMALL_HEURISTIC
+PREFERRED = ("nx", "huge")
+#: the table used where no big one fits (70 MB, ~8 s)
 SMALL_HEURISTIC = "phase1"
+_TABLE_FILES = {"nx": "nx_phase1.bin", "huge": "huge_phase1.bin"}
 
 #: where a process keeps its tables (see :func:`table_memory`)
 TABLE_MEMORY = ("auto", "private", "shared")
@@ -126,22 +130,27 @@ def choose_heuristic(requested=None, cache_dir=None, log=None) -> str:
         return requested
     from .cache import cache_dir as resolve_dir
     directory = resolve_dir(cache_dir)
-    if os.path.exists(os.path.join(directory, "huge_phase1.bin")):
-        return DEFAULT_HEURISTIC
+    for name in PREFERRED:
+        if os.path.exists(os.path.join(directory, _TABLE_FILES[name])):
+            return name
     say = log or (lambda msg: None)
     mem = available_memory()
-    if mem is not None and mem < 1.1 * HUGE_BUILD_MEMORY:
-        say(f"rubik: the default heuristic '{DEFAULT_HEURISTIC}' needs ~"
-            f"{HUGE_BUILD_MEMORY / 1e9:.0f} GB of memory to build its table once, and "
-            f"{mem / 1e9:.1f} GB are available: using '{SMALL_HEURISTIC}' instead (70 MB "
-            f"table, ~8 s to build; solves ~5x slower). --heuristic {DEFAULT_HEURISTIC} "
-            f"forces it.")
-        return SMALL_HEURISTIC
-    say(f"rubik: first run: building the '{DEFAULT_HEURISTIC}' table once into {directory}: "
-        f"{HUGE_DISK / 1e9:.2f} GB on disk, ~{HUGE_BUILD_SECONDS // 60 + 1} min on 2 cores, "
-        f"~{HUGE_BUILD_MEMORY / 1e9:.0f} GB of memory at the peak (--heuristic "
-        f"{SMALL_HEURISTIC}: 70 MB, ~8 s)")
-    return DEFAULT_HEURISTIC
+    skipped = []
+    for name in PREFERRED:
+        memory, seconds, disk = BUILD_COST[name]
+        if mem is not None and mem < 1.1 * memory:
+            skipped.append(f"'{name}' needs ~{memory / 1e9:.1f} GB to build its table once")
+            continue
+        note = f" ({'; '.join(skipped)}, and {mem / 1e9:.1f} GB are available)" if skipped else ""
+        say(f"rubik: first run: building the '{name}' table once into {directory}: "
+            f"{disk / 1e9:.2f} GB on disk, ~{seconds // 60 + 1} min on 2 cores, "
+            f"~{memory / 1e9:.1f} GB of memory at the peak{note} (--heuristic "
+            f"{SMALL_HEURISTIC}: 70 MB, ~8 s)")
+        return name
+    say(f"rubik: {'; '.join(skipped)}, and {mem / 1e9:.1f} GB are available: using "
+        f"'{SMALL_HEURISTIC}' instead (70 MB table, ~8 s to build; solves ~5x slower than "
+        f"'huge'). --heuristic {DEFAULT_HEURISTIC} forces it.")
+    return SMALL_HEURISTIC
 
 
 def local_processes() -> int:
