@@ -523,6 +523,8 @@ def render() -> str:
             d = _load(os.path.basename(path))
             if len(files) > 1:
                 out += [f"`{os.path.basename(path)}`:", ""]
+                if d.get("command") and d["command"] != command:
+                    out += [f"Command: `{d['command']}`", ""]
             out += [f"Machine: {_machine(d)}.", "", render_fn(d), ""]
         out += _plots(pattern) + [""]
     return "\n".join(out).rstrip() + "\n"

@@ -36,6 +36,7 @@ from .cache import Progress, load_or_build
 from .coords import N_TWIST, SLICE_SOLVED, flip_coord, move_tables, slice_coord, twist_coord
 from .cube import MOVE_CUBES
 from .korf import _nib
+from .pruning import BRANCHING
 from .reid import N_CLASSES, ReidTables, ThreeAxisTables, _sym_arrays, sym_tables
 from .symmetry import UD_SYM_INV, axis_cube
 
@@ -44,7 +45,6 @@ N_SEP = 70                                  # which 4 of the 8 corner slots hold
 N_BLOCK = N_TWIST * N_SEP                   # entries of one flip-slice class: 153,090
 N_ENTRIES = N_CLASSES * N_BLOCK             # 9,863,588,700
 UNSET = 15                                  # a 4-bit entry not reached yet (build only)
-BRANCHING = 13.35                           # canonical sequences per move (Korf 1997)
 
 #: sep rank <-> bitmask of the slots holding the U-layer corners (URF UFL ULB UBR = 0..3)
 SEP_MASKS = np.array([m for m in range(256) if bin(m).count("1") == 4], np.int64)

@@ -31,6 +31,7 @@ from pyfw.farm import Task
 from .cube import Cube
 from .frontier import Frontier, prefixes_at
 from .position_symmetry import SymmetryFilter
+from .pruning import BRANCHING
 from .search import DONE, FOUND
 from .solver import (DEFAULT_HEURISTIC, Heuristic, Iteration, SolveResult, check_cube,
                      check_limit)
@@ -40,7 +41,6 @@ STEAL_SLICE_NODES = 1 << 17  # slices of a task that may yield: a time check per
 YIELD_SECONDS = 0.5         # a piece still running after this long hands on its remainder
 SMALL_PLIES = 3             # ... except its pieces this close to the bound (searched on the spot)
 LOCAL_NODES = 1_000_000     # rounds predicted smaller than this stay on the master
-BRANCHING = 13.34847
 SPLIT_PIECES = 64           # adaptive split: no piece above 1/max(64, 8 * workers) of the
                             # previous iteration (the same pieces for 1 and 2 workers)
 ORDERS = ("serial", "largest")

@@ -175,7 +175,9 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
     the corners' separation (``sepm``, columns SEP_COL..+2), a lookup gives a lower bound
     (pruning, de Bondt and the tight rule take it: a value that is only a lower bound and
     equals the moves left is either exact or prunes the node anyway) and an upper bound
-    (kept in the row for the skipping rule)."""
+    (kept in the row for the skipping rule). These switches cost the huge table's search
+    about 4 % (nodes per CPU second, old kernel against this one side by side on seeds 2 and
+    13: ratios 0.78, 1.01, 0.96, 1.00, 0.95; the first pair overlapped a JIT compile)."""
     nx = nx_base >= 0
     ncols = node.shape[1]
     tmp = np.empty((18, NX_COLS), np.int64)

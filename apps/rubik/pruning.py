@@ -9,6 +9,8 @@ import numpy as np
 from numba import njit
 
 NO_FACE = 6  # "last face" of the root: every move is allowed
+#: canonical sequences per move, asymptotically (Korf 1997: 13.34847)
+BRANCHING = 13.34847
 
 
 @njit(cache=True, inline="always")
