@@ -10,7 +10,7 @@ import pytest
 
 import test_rubik_naive as naive
 from apps.rubik import Cube, InvalidCubeError, Solver
-from apps.rubik import huge, korf, reid
+from apps.rubik import huge, korf, nx, reid
 from apps.rubik.coords import flip_coord, slice_coord, sslice_coord, twist_coord
 from apps.rubik.inverse import inverse_coords
 from apps.rubik.cli import main
@@ -18,7 +18,7 @@ from apps.rubik.pruning import count_canonical
 from apps.rubik.search import DONE, FOUND, PAUSED, SubtreeSearch
 from apps.rubik.symmetry import axis_cube
 
-NAMES = ("phase1", "korf", "phase1+corners", "huge")
+NAMES = ("phase1", "korf", "phase1+corners", "huge", "nx")
 
 
 def _scrambles(n, lo, hi, seed):
@@ -54,7 +54,8 @@ def test_with_a_zero_heuristic_the_kernels_generate_exactly_the_canonical_tree()
                              np.zeros(korf.N_EDGE6 // 2, np.uint8))
     zero_r = reid.ReidTables(np.zeros(reid.N_ENTRIES // 2 + 1, np.uint8))
     zero_h = huge.HugeTables(np.zeros(huge.N_ENTRIES // 2, np.uint8))  # untouched pages: no RAM
-    for tables in (zero_k, zero_r, zero_h):
+    zero_n = nx.NxTables(np.zeros(nx.N_ENTRIES // 4 + 2, np.uint8), zero_r)   # base 0
+    for tables in (zero_k, zero_r, zero_h, zero_n):
         s = SubtreeSearch(tables, cube, [], 4)
         sols = []
         while True:
@@ -108,8 +109,11 @@ def _reference_ida(h, cube, bound):
     that subgroup (those leaving the solved cube's value on that axis at 0)."""
     gen = exp = 0
     tight = h.inverse and h.tight
-    in_h = [{m for m in range(18) if h.tables.parts(Cube.from_moves([m]))[a] == 0}
-            for a in range(3)]
+
+    def in_target(c, a):      # nx values are lower bounds: its target adds the corner layers
+        return h.tables.parts(c)[a] == 0 and (
+            h.tables.name != "nx" or nx.sep_coord(axis_cube(c, a)) == nx.SEP_SOLVED)
+    in_h = [{m for m in range(18) if in_target(Cube.from_moves([m]), a)} for a in range(3)]
 
     def visit(c, g, last):
         nonlocal gen, exp
@@ -153,7 +157,7 @@ def test_lazy_lookups_generate_the_nodes_of_full_lookups(inverse, tight):
     position move by move and skips the moves tight inverse values rule out; a plain IDA*
     that looks every node up (the inverse through Cube.inverse) must generate and expand
     exactly the same nodes."""
-    for name in ("phase1", "huge"):
+    for name in ("phase1", "huge", "nx"):
         try:
             h = naive.heuristic(name)
         except pytest.skip.Exception:
@@ -319,7 +323,7 @@ def test_all_optimal_solutions_match_brute_force_enumeration():
             assert sorted(r.solutions) == brute and r.length == d
 
 
-@pytest.mark.parametrize("other", ["phase1", "huge"])
+@pytest.mark.parametrize("other", ["phase1", "huge", "nx"])
 def test_two_independent_heuristics_agree_on_longer_positions(other):
     a, b = Solver(tables=naive.heuristic("korf")), Solver(tables=naive.heuristic(other))
     for seq in _scrambles(2, 10, 11, seed=9):
