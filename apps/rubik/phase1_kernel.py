@@ -10,6 +10,7 @@ from numba import njit
 
 from .inverse import _coords, _step
 from .korf import _nib
+from .nx import N_SEP
 from .pruning import _allowed
 from .status import DONE, FOUND, PAUSED, _descend
 
@@ -74,7 +75,6 @@ INV_H_COL = 20
 SEP_COL = 23
 NX_COLS = 26
 UNKNOWN_H = 60              # bound of a value never looked up (the subtree root)
-N_SEP = 70
 
 
 @njit(cache=True, inline="always")

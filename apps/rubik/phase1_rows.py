@@ -8,6 +8,7 @@ from .coords import EDGES_A, EDGES_B, cp_coord, e6_coord, flip_coord, twist_coor
 from .inverse import TABLES as INV_TABLES
 from .inverse import _advance as _advance_inverse, _coords, inverse_words
 from .korf import _nib
+from .nx import SEP_OF_MASK, sep_coord
 from .phase1_kernel import INV_COL, INV_H_COL, SEP_COL, UNKNOWN_H, _index, _inverse_sep, _value
 from .symmetry import AXIS_MOVE_CONJ, axis_cube
 
@@ -19,7 +20,6 @@ def nx_args(tables):
     """The kernels' nx arguments (nx_base, fallback, sepm, sepconj, sep_of_mask): the nx
     table's, or placeholders with nx_base -1 that switch it off."""
     if tables.name == "nx":
-        from .nx import SEP_OF_MASK
         return tables.base, tables.fallback, tables.sepm, tables.sepconj, SEP_OF_MASK
     return (-1, _NO_TABLE) + _NO_SEP
 
@@ -70,7 +70,6 @@ def root_state(tables, cube):
     row += inverse_words(cube)
     row += [-1] * 3
     if tables.name == "nx":
-        from .nx import sep_coord
         row += [sep_coord(axis_cube(cube, a)) for a in range(3)]
     return np.array(row, np.int64)
 
