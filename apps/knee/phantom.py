@@ -6,11 +6,19 @@ circumference of ~39 cm) of skin (2 mm), subcutaneous fat (8 mm by default: ``su
 skin and fat together, is a parameter) and muscle, holding:
 
 * the femur above the joint line: shaft radius 14 mm widening to condyles (38 x 26 mm
-  semi-axes) at the joint, a 3 mm cortical shell around cancellous bone (the bones' sizes
-  are a model choice, not a cited anthropometry);
-* the tibia below: shaft 13 mm widening to a plateau (36 x 24 mm);
+  semi-axes) at the joint, a 3 mm cortical shell around cancellous bone;
+* the tibia below: shaft 13 mm widening to a plateau (36 x 24 mm).
+  The bones' sizes were a model choice; checked against MRI anthropometry since: condyles
+  76 mm wide (measured 74.9 +- 3.2 mm in men, 67.3 +- 3.7 in women) but 52 mm deep
+  (61.0 +- 3.1 and 54.8 +- 3.3: shallower than both means); plateau 72 x 48 mm (men
+  76.0 x 46.9, women 67.3 x 41.4) -- 200 Egyptian knees, J Orthop Surg Res (2021), doi
+  10.1186/s13018-021-02708-8; the distal femur 74.9 x 64.0 mm (men) and 64.5 x 57.3 (women)
+  in 100 Malay knees, Hussain et al., BioMed Res Int 2013:175056, pubmed 24294597;
 * articular cartilage (2.5 mm) on both bone ends and a joint space of synovial fluid (3 mm)
-  between them; the patella (ellipsoid 22 x 10 x 24 mm) in front, with cartilage behind,
+  between them; the patella (ellipsoid 22 x 10 x 24 mm semi-axes: 44 mm wide, 20 mm thick,
+  48 mm high, against 44.8 +- 4.8, 22.4 +- 2.3 and 34.4 +- 3.8 mm in Caucasian knees,
+  Iranpour et al., as tabulated in Arthroplasty (2022), doi 10.1186/s42836-022-00117-8:
+  taller than measured) in front, with cartilage behind,
   articulating with the femoral condyles (the bones sit anteriorly in the leg: at the knee
   the patella, patellar tendon and the tibial tubercle lie just under the skin and
   subcutaneous fat, while the popliteal fossa and the calf/hamstring muscles are behind);
