@@ -19,9 +19,9 @@ skin and fat together, is a parameter) and muscle, holding:
   joint space, both cartilages, 5.7 +- 0.8 mm in healthy men and 4.8 +- 0.7 in women, BMC
   Musculoskelet Disord 9 (2008) 119; mean cartilage thickness 1.6-2.4 mm across 27 healthy
   knees, Eckstein et al. 2001, pubmed 11237657); the patella (ellipsoid 22 x 10 x 24 mm
-  semi-axes: 44 mm wide, 20 mm thick, 48 mm high, against 44.8 +- 4.8, 22.4 +- 2.3 and 34.4 +- 3.8 mm in Caucasian knees,
-  Iranpour et al., as tabulated in Arthroplasty (2022), doi 10.1186/s42836-022-00117-8:
-  taller than measured) in front, with cartilage behind,
+  semi-axes: 44 mm wide, 20 mm thick, 48 mm high, against 44.8 +- 4.8, 22.4 +- 2.3 and 34.4
+  +- 3.8 mm in Caucasian knees, Iranpour et al., as tabulated in Arthroplasty (2022), doi
+  10.1186/s42836-022-00117-8: taller than measured) in front, with cartilage behind,
   articulating with the femoral condyles (the bones sit anteriorly in the leg: at the knee
   the patella, patellar tendon and the tibial tubercle lie just under the skin and
   subcutaneous fat, while the popliteal fossa and the calf/hamstring muscles are behind);
