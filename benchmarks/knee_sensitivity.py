@@ -40,7 +40,13 @@ def _tissue(name):
 
 
 def parameters():
-    """name -> (low args, high args, range text, source)."""
+    """name -> (low args, high args, range text, source): the tissues' parameters, then the
+    scenario's settings."""
+    return {**_tissue_parameters(), **_setting_parameters()}
+
+
+def _tissue_parameters():
+    """The ranges of the tissue table's values (relative to the current ones)."""
     m, f, s = _tissue("muscle"), _tissue("fat"), _tissue("skin")
     contact_high = max(2.0 * _tissue("ice").contact, 0.01)
     perf = lambda t, x: ["--set", f"{t.name}.perfusion={t.perfusion * x:.6g}"]  # noqa: E731
@@ -68,6 +74,15 @@ def parameters():
             "fitted with the Q10 on the thigh muscle under ice of Otte et al. 2002 "
             "(benchmarks/knee_validation.py); 1e-4 is the bag's own film (0.05 mm of "
             "polyethylene), the high end (twice the fit, at least 0.01) is ours"),
+        "muscle conductivity": (["--set", f"muscle.k={m.k * 0.8:.4g}"],
+                                ["--set", f"muscle.k={m.k * 1.2:.4g}"], "+-20 % of IT'IS",
+                                "IT'IS database spread (not re-checked)"),
+    }
+
+
+def _setting_parameters():
+    """The ranges of the scenario's settings (command-line options)."""
+    return {
         "vasoconstriction lag": (["--perfusion-lag", "0"], ["--perfusion-lag", "600"],
                                  "0 .. 600 s (default 0)",
                                  "muscle blood flow under cold packs unchanged for 5 min, "
@@ -100,9 +115,6 @@ def parameters():
         "skin-air coefficient": (["--h-air", "5"], ["--h-air", "10"], "5 .. 10 W/(m2 K)",
                                  "natural convection + radiation (research notes, "
                                  "heat.md: h 5-10)"),
-        "muscle conductivity": (["--set", f"muscle.k={m.k * 0.8:.4g}"],
-                                ["--set", f"muscle.k={m.k * 1.2:.4g}"], "+-20 % of IT'IS",
-                                "IT'IS database spread (not re-checked)"),
     }
 
 
