@@ -118,7 +118,9 @@ def _put(tab, i, v):
 
 @njit(cache=True, inline="always")
 def _holds(tab, base, block, value):
-    """Whether any 4-bit entry of the block from ``base`` (even) equals ``value``."""
+    """Whether any 4-bit entry of the block from ``base`` equals ``value`` (where a block
+    starts or ends mid-byte, the neighbour's half byte is read too: a false yes only costs
+    the block's scan)."""
     lo = value
     hi = value << 4
     for b in range(base >> 1, (base + block + 1) >> 1):
