@@ -45,6 +45,7 @@ N_SEP = 70                                  # which 4 of the 8 corner slots hold
 N_BLOCK = N_TWIST * N_SEP                   # entries of one flip-slice class: 153,090
 N_ENTRIES = N_CLASSES * N_BLOCK             # 9,863,588,700
 UNSET = 15                                  # a 4-bit entry not reached yet (build only)
+UNKNOWN_UPPER = 60                          # an upper bound where none is known
 
 #: sep rank <-> bitmask of the slots holding the U-layer corners (URF UFL ULB UBR = 0..3)
 SEP_MASKS = np.array([m for m in range(256) if bin(m).count("1") == 4], np.int64)
@@ -56,7 +57,7 @@ SEP_SOLVED = int(SEP_OF_MASK[0b1111])
 def sep_coord(cube):
     """Separation coordinate of ``cube``: the rank of the set of corner slots holding
     U-layer corners (0 when they are all in the U layer)."""
-    return int(SEP_OF_MASK[sum(1 << i for i in range(8) if cube.cp[i] < 4)])
+    return _sep_of_cp(cube.cp)
 
 
 def _sep_cp(k):
@@ -317,8 +318,15 @@ def build(progress=None, log=None, directory=None):
 
 # ----------------------------------------------------------------------------- lookups
 @njit(cache=True, inline="always")
-def _code(tab2, idx):
-    return (tab2[idx >> 2] >> ((idx & 3) << 1)) & 3
+def _nx_value(tab, idx, base, fallback):
+    """(lower, upper) bound of the distance at ``idx`` from its 2-bit code (see the module
+    docstring): code 0 takes the phase-1 table's entry ``idx // 70``."""
+    v = np.int64((tab[idx >> 2] >> ((idx & 3) << 1)) & 3)
+    if v == 0:
+        return np.int64(_nib(fallback, idx // N_SEP)), np.int64(base)
+    if v == 3:
+        return np.int64(base + 3), np.int64(UNKNOWN_UPPER)
+    return np.int64(base + v), np.int64(base + v)
 
 
 class NxTables(ThreeAxisTables):
@@ -365,19 +373,15 @@ class NxTables(ThreeAxisTables):
 
     def bounds(self, cube, axis=0):
         """(lower, upper) bound on the distance of ``cube`` (seen along ``axis``) from the
-        table's target (upper 60: unknown)."""
+        table's target (upper UNKNOWN_UPPER: unknown)."""
         c = axis_cube(cube, axis)
         cl, _, _, tconj = sym_tables()
         w = int(cl[(slice_coord(c) << 11) | flip_coord(c)])
         S = w & 15
         idx = ((w >> 4) * N_TWIST + int(tconj[twist_coord(c), S])) * N_SEP \
             + int(self.sepconj[sep_coord(c), S])
-        v = int(_code(self.table, idx))
-        if v == 0:
-            return int(_nib(self.fallback, idx // N_SEP)), self.base
-        if v == 3:
-            return self.base + 3, 60
-        return self.base + v, self.base + v
+        lower, upper = _nx_value(self.table, idx, self.base, self.fallback)
+        return int(lower), int(upper)
 
     def axis_h(self, cube, axis=0):
         """Lower bound on the nx distance of ``cube`` along axis 0 (UD), 1 or 2."""

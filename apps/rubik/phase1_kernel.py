@@ -10,7 +10,7 @@ from numba import njit
 
 from .inverse import _coords, _step
 from .korf import _nib
-from .nx import N_SEP
+from .nx import N_SEP, UNKNOWN_UPPER, _nx_value
 from .pruning import _allowed
 from .status import DONE, FOUND, PAUSED, _descend
 
@@ -74,23 +74,17 @@ INV_COL = 14
 INV_H_COL = 20
 SEP_COL = 23
 NX_COLS = 26
-UNKNOWN_H = 60              # bound of a value never looked up (the subtree root)
+UNKNOWN_H = UNKNOWN_UPPER   # bound of a value never looked up (the subtree root)
 
 
 @njit(cache=True, inline="always")
 def _value(tab, idx, nx_base, fallback):
     """(lower, upper) bound of the distance at ``idx``: the 4-bit entry itself, or with
-    ``nx_base >= 0`` the nx table's 2-bit code (see :mod:`.nx`; code 0 falls back on the
-    phase-1 table's entry ``idx // 70``)."""
+    ``nx_base >= 0`` the nx table's 2-bit code (:func:`.nx._nx_value`)."""
     if nx_base < 0:
         h = np.int64(_nib(tab, idx))
         return h, h
-    v = np.int64((tab[idx >> 2] >> ((idx & 3) << 1)) & 3)
-    if v == 0:
-        return np.int64(_nib(fallback, idx // N_SEP)), np.int64(nx_base)
-    if v == 3:
-        return np.int64(nx_base + 3), np.int64(UNKNOWN_H)
-    return np.int64(nx_base + v), np.int64(nx_base + v)
+    return _nx_value(tab, idx, nx_base, fallback)
 
 
 @njit(cache=True, inline="always")
@@ -99,31 +93,33 @@ def _pick(a, x0, x1, x2):
 
 
 @njit(cache=True, inline="always")
-def _p1_index(fl, sl, tw, ct):
-    """Phase-1 table index of (flip, slice, twist) through the class tables' route
-    ``ct = (srep, sxor, fperm, cls2, symmul, cbase, tconj)`` (``tables.route``): the class
-    is ``cbase[orbit] + cls2[orbit, flip'] >> 4``."""
+def _class_sym(fl, sl, ct):
+    """(flip-slice class, symmetry taking the position to its representative) through the
+    route ``ct``."""
     srep, sxor, fperm, cls2, symmul, cbase, tconj = ct
     w1 = srep[sl]
     s1 = w1 & 15
     k = w1 >> 4
     w = cls2[k, fperm[s1, fl] ^ sxor[sl]]
-    return (cbase[k] + np.int64(w >> 4)) * 2187 + tconj[tw, symmul[w & 15, s1]]
+    return cbase[k] + np.int64(w >> 4), symmul[w & 15, s1]
+
+
+@njit(cache=True, inline="always")
+def _p1_index(fl, sl, tw, ct):
+    """Phase-1 table index of (flip, slice, twist) through the class tables' route
+    ``ct = (srep, sxor, fperm, cls2, symmul, cbase, tconj)`` (``tables.route``): the class
+    is ``cbase[orbit] + cls2[orbit, flip'] >> 4``."""
+    c, S = _class_sym(fl, sl, ct)
+    return c * 2187 + ct[6][tw, S]
 
 
 @njit(cache=True, inline="always")
 def _index(fl, sl, tw, sp, ct, nx, sepconj):
     """:func:`_p1_index`, or with ``nx`` the nx table's index, which adds the corners'
     separation ``sp`` conjugated by the same symmetry."""
-    if not nx:
-        return _p1_index(fl, sl, tw, ct)
-    srep, sxor, fperm, cls2, symmul, cbase, tconj = ct
-    w1 = srep[sl]
-    s1 = w1 & 15
-    k = w1 >> 4
-    w = cls2[k, fperm[s1, fl] ^ sxor[sl]]
-    S = symmul[w & 15, s1]
-    return ((cbase[k] + np.int64(w >> 4)) * 2187 + tconj[tw, S]) * N_SEP + sepconj[sp, S]
+    c, S = _class_sym(fl, sl, ct)
+    i = c * 2187 + ct[6][tw, S]
+    return i * N_SEP + sepconj[sp, S] if nx else i
 
 
 @njit(cache=True, inline="always")
