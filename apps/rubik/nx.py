@@ -22,7 +22,8 @@ stand for 10, 11 and 12-13, and 3.8 % of the entries fall back on the phase-1 ta
 
 **Build.** A breadth-first search over the quotient graph, one class block (2187 x 70
 entries, 76.5 KB at 4 bits) at a time, on a 4-bit table (4.93 GB) that is then packed to 2
-bits: 7.6 GB at the peak, 16-23 minutes on the two-core test machine beside other work.
+bits: 7.6-7.8 GB at the peak; 7.2 minutes on the idle two-core test machine, 16-23 beside
+other work.
 Depths 0..13: 1, 6, 29, 164, 1433, 16772, 205033, 2513871, 30329976, 342440769,
 2815191126, 6147967200, 524918774, 3546. Backward levels run in parallel (a thread writes
 only entries of its own classes, and blocks are whole bytes); forward levels write into

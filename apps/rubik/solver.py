@@ -28,12 +28,12 @@ HEURISTICS = {
     "korf": "Korf 1997: corner table and two 6-edge tables, max (87 MB)",
     "nx": "phase-1 distance with the corners' U/D layers (flip x slice x twist x corner "
           "separation, 16 symmetries) on 3 axes, 2 bits an entry, de Bondt +1 (2.47 GB; "
-          "built once: 15-25 min, 7.6 GB of memory)",
+          "built once: 7-25 min, 7.6 GB of memory)",
 }
 DEFAULT_HEURISTIC = "nx"
 
 #: building a big table: peak memory, seconds on 2 cores, bytes on disk (measured)
-BUILD_COST = {"nx": (7.6e9, 1200, 2.47e9), "huge": (5.2e9, 100, 1.67e9)}
+BUILD_COST = {"nx": (7.6e9, 440, 2.47e9), "huge": (5.2e9, 100, 1.67e9)}
 #: the heuristics tried in this order where none is requested: the first one cached, else
 #: the first one whose build fits the memory available, else SMALL_HEURISTIC
 PREFERRED = ("nx", "huge")
@@ -143,7 +143,7 @@ def choose_heuristic(requested=None, cache_dir=None, log=None) -> str:
             continue
         note = f" ({'; '.join(skipped)}, and {mem / 1e9:.1f} GB are available)" if skipped else ""
         say(f"rubik: first run: building the '{name}' table once into {directory}: "
-            f"{disk / 1e9:.2f} GB on disk, ~{seconds // 60 + 1} min on 2 cores, "
+            f"{disk / 1e9:.2f} GB on disk, ~{seconds // 60 + 1} min on 2 idle cores, "
             f"~{memory / 1e9:.1f} GB of memory at the peak{note} (--heuristic "
             f"{SMALL_HEURISTIC}: 70 MB, ~8 s)")
         return name
