@@ -73,7 +73,7 @@ def mpi_solve(heuristic, seed, order, split, depth, inverse=True, steal=True,
     with Farm(None, setup=preload, setup_args=(heuristic, None, None, inverse, memory),
               pipeline_depth=depth) as farm:
         if farm.is_master:
-            h = Heuristic(heuristic, progress=False, inverse=inverse)
+            h = Heuristic(heuristic, progress=False, inverse=inverse, memory=memory)
             solve_parallel("R U F", farm, tables=h, local_nodes=0)   # workers' JIT and tables
             cube = cube_of(seed)
             t = time.perf_counter()

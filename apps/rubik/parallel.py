@@ -175,7 +175,8 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     """
     cube, limit = check_cube(cube), check_limit(max_length)
     _check_split_order(split, order)
-    h = tables if tables is not None else Heuristic(heuristic, cache_dir, max_depth=max_depth)
+    h = tables if tables is not None else Heuristic(heuristic, cache_dir, max_depth=max_depth,
+                                                    memory="auto")
     t0 = time.perf_counter()
     res = SolveResult(None, [], 0, heuristic=h.name)
     res.subtrees = {}

@@ -191,7 +191,7 @@ class Heuristic:
         LookupError instead of building a table that is not cached; ``inverse``: look the
         phase-1 tables up on the inverse position too (see :mod:`.inverse`; Korf's
         tables ignore it); ``memory``: where the tables live (:func:`table_memory`;
-        "shared" suits a process that probes little, such as a farm's master); ``tight``:
+        "shared" keeps one copy per node, for a process that probes little); ``tight``:
         with ``inverse``, skip the moves that tight inverse values rule out (see
         :class:`~.search.SubtreeSearch`; off only to measure what it saves)."""
         if name not in HEURISTICS:
