@@ -253,6 +253,44 @@ def test_a_private_table_copy_searches_exactly_as_the_shared_mapping():
             [(i.bound, i.generated, i.expanded) for i in r.iterations]
 
 
+def _auto_phase1(monkeypatch, seconds_per_byte, memory_bytes):
+    """A phase-1 heuristic under memory="auto" on a node with ``memory_bytes`` free."""
+    from apps.rubik import solver
+    monkeypatch.setattr(solver, "available_memory", lambda: memory_bytes)
+    monkeypatch.setattr(solver, "local_processes", lambda: 1)
+    monkeypatch.setattr(solver, "COPY_SECONDS_PER_BYTE", seconds_per_byte)
+    try:
+        return solver.Heuristic("phase1", progress=False, memory="auto", cached_only=True)
+    except LookupError:
+        return solver.Heuristic("phase1", progress=False, memory="auto",
+                                max_depth=naive.TRUNCATED_DEPTH)
+
+
+def test_auto_table_memory_copies_once_the_search_has_paid_for_the_copy(monkeypatch):
+    from apps.rubik import solver
+    nbytes = naive.heuristic("phase1").tables.table.nbytes
+    # a copy of 1 s, gaining 1.5x: the shared mapping has cost that much after 3 s
+    h = _auto_phase1(monkeypatch, 1.0 / nbytes, 1e12)
+    assert solver.DEFAULT_PRIVATE_GAIN == 1.5 and h.memory == "shared"
+    h.searched(2.9)
+    assert h.memory == "shared"
+    h.searched(0.2)
+    assert h.memory == "private" and not np.shares_memory(
+        h.tables.table, naive.heuristic("phase1").tables.table)
+    # a copy that pays at once: the solve moves to it between slices, and finds the
+    # same nodes and solution as the shared mapping
+    h = _auto_phase1(monkeypatch, 1e-30, 1e12)
+    cube = Cube.from_moves("R2 U' F' D2 R F2 L' B D")
+    r, ra = Solver(tables=naive.heuristic("phase1")).solve(cube), Solver(tables=h).solve(cube)
+    assert h.memory == "private" and ra.solution == r.solution
+    assert [(i.generated, i.expanded) for i in ra.iterations] == \
+        [(i.generated, i.expanded) for i in r.iterations]
+    # where one copy per process would take over half of the free memory: never
+    h = _auto_phase1(monkeypatch, 1e-30, 1.5 * nbytes)
+    h.searched(1e6)
+    assert h.memory == "shared"
+
+
 def test_resumed_slices_give_the_same_counts_and_solution():
     h = naive.heuristic("phase1")
     cube = Cube.from_moves("R2 U' F' D2 R F2 L' B")

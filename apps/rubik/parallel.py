@@ -62,8 +62,9 @@ def preload(ctx, heuristic=DEFAULT_HEURISTIC, cache_dir=None, max_depth=None, in
             memory="auto"):
     """Farm ``setup`` function: load the tables when the worker starts, while the master
     loads its own, instead of inside the first round. ``memory``: "auto" (a private copy
-    in 2 MB pages where the node's memory allows one per process), "private" or "shared"
-    (see :func:`~.solver.table_memory`)."""
+    in 2 MB pages once the worker has searched long enough to pay for it, where the node's
+    memory allows one per process: :meth:`~.solver.Heuristic.searched`), "private" or
+    "shared" (see :func:`~.solver.table_memory`)."""
     _tables(ctx, heuristic, cache_dir, max_depth, inverse, memory)
 
 
@@ -108,8 +109,12 @@ def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NOD
     t0 = time.perf_counter()
     s = h.subtree(cube, prefix, bound, first_move)
     sols, rest = [], []
+    last = t0
     while True:
         st = s.step(budget)
+        now = time.perf_counter()
+        h.searched(now - last)    # a long search moves the tables into a private copy
+        last = now
         if st == FOUND:
             sols.append(s.solution)
             if not all_solutions:

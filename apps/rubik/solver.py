@@ -47,6 +47,15 @@ TABLE_MEMORY = ("auto", "private", "shared")
 PRIVATE_MIN_BYTES = 16 << 20
 #: ... and with a private table, the search's class tables from this size on move too
 ROUTE_PRIVATE_BYTES = 1 << 20
+#: seconds a private copy costs per byte in a new process: 7.46 s for the 2.47 GB nx table
+#: on the test VM (fresh memory is backed by the host at first touch; 0.5-0.6 s when the
+#: process reuses pages it freed), /tmp/cp.py in the closing note of issue 13
+COPY_SECONDS_PER_BYTE = 3.0e-9
+#: how much faster a search runs from a private copy: nx 1.2 (4.23-4.62 against 3.45-3.87
+#: M nodes per CPU second, one process, alternating); others 1.5 (huge's dependent probes,
+#: ``benchmarks/rubik_probe.py``)
+PRIVATE_GAIN = {"nx": 1.2}
+DEFAULT_PRIVATE_GAIN = 1.5
 
 
 #: the attributes of the table objects that hold big lookup arrays
@@ -191,13 +200,15 @@ class Heuristic:
         LookupError instead of building a table that is not cached; ``inverse``: look the
         phase-1 tables up on the inverse position too (see :mod:`.inverse`; Korf's
         tables ignore it); ``memory``: where the tables live (:func:`table_memory`;
-        "shared" keeps one copy per node, for a process that probes little); ``tight``:
+        "shared" keeps one copy per node; "auto" starts there and copies once the search has paid
+        for it, :meth:`searched`); ``tight``:
         with ``inverse``, skip the moves that tight inverse values rule out (see
         :class:`~.search.SubtreeSearch`; off only to measure what it saves)."""
         if name not in HEURISTICS:
             raise ValueError(f"unknown heuristic {name!r}; choose from {', '.join(HEURISTICS)}")
         _check_memory(memory)
         self.name = name
+        self._deferred, self._searched, self._copy_after = None, 0.0, 0.0
         self.inverse = bool(inverse) and name != "korf"
         self.tight = bool(tight)
         self._target_moves = None
@@ -221,8 +232,29 @@ class Heuristic:
         big = [(t, a) for t in (self.tables, self.corners) if t is not None
                for a in _TABLE_ARRAYS if getattr(t, a, None) is not None
                and getattr(t, a).nbytes >= PRIVATE_MIN_BYTES]
-        if big and table_memory(memory, sum(getattr(t, a).nbytes for t, a in big)):
+        nbytes = sum(getattr(t, a).nbytes for t, a in big)
+        if big and memory == "auto" and table_memory(memory, nbytes):
+            # ski rental: search from the shared mapping until the time lost to it would
+            # have paid for the copy, then copy (never more than twice the better choice)
+            gain = PRIVATE_GAIN.get(name, DEFAULT_PRIVATE_GAIN)
+            self._deferred = big
+            self._copy_after = nbytes * COPY_SECONDS_PER_BYTE / (1 - 1 / gain)
+        elif big and table_memory(memory, nbytes):
             self._go_private(big)
+
+    def searched(self, seconds):
+        """Count ``seconds`` of search on these tables. Under ``memory="auto"`` the
+        private copy is made once the search has run long enough on the shared mapping to
+        have paid for the copy (``COPY_SECONDS_PER_BYTE`` and ``PRIVATE_GAIN``: 44 s for
+        nx, 15 s for huge), if it still fits the memory then: a short solve never pays
+        for a copy, a long one pays at most what the shared mapping has cost it."""
+        if self._deferred is None:
+            return
+        self._searched += seconds
+        if self._searched >= self._copy_after:
+            big, self._deferred = self._deferred, None
+            if table_memory("auto", sum(getattr(t, a).nbytes for t, a in big)):
+                self._go_private(big)
 
     def _go_private(self, big):
         before = huge_page_bytes()
@@ -401,6 +433,17 @@ class Solver:
         symmetry = SymmetryFilter(cube) if symmetry and not all_solutions else None
         front = Frontier(self.heuristic, cube, 2, symmetry) if symmetry else None
         res.symmetries = symmetry.order if symmetry else 1
+        clock = [time.perf_counter()]
+
+        def searched():         # the search time since the last call: Heuristic.searched
+            now = time.perf_counter()
+            self.heuristic.searched(now - clock[0])
+            clock[0] = now
+
+        def between_slices():
+            searched()
+            return cancelled is not None and cancelled()
+
         while bound <= limit:
             t1 = time.perf_counter()
             prefixes, gen, exp = front.leaves(bound) if front else ([[]], 0, 0)
@@ -408,7 +451,8 @@ class Solver:
             for prefix in sorted(prefixes):
                 s = self.heuristic.subtree(cube, prefix, bound)
                 while True:
-                    st = s.run(budget, cancelled)
+                    st = s.run(budget, between_slices)
+                    searched()
                     if st == FOUND:
                         found.append(s.solution)
                         if not all_solutions:
@@ -434,6 +478,7 @@ class Solver:
             bound += 1
             res.lower_bound = bound
         res.seconds = time.perf_counter() - t0
+        res.table_memory = self.heuristic.status.get("memory", res.table_memory)  # a copy?
         return res
 
 
