@@ -49,7 +49,7 @@ PRIVATE_MIN_BYTES = 16 << 20
 ROUTE_PRIVATE_BYTES = 1 << 20
 #: seconds a private copy costs per byte in a new process: 7.46 s for the 2.47 GB nx table
 #: on the test VM (fresh memory is backed by the host at first touch; 0.5-0.6 s when the
-#: process reuses pages it freed), /tmp/cp.py in the closing note of issue 13
+#: process reuses pages it freed); ``benchmarks/rubik_probe.py`` reports the copy's time
 COPY_SECONDS_PER_BYTE = 3.0e-9
 #: how much faster a search runs from a private copy: nx 1.2 (4.23-4.62 against 3.45-3.87
 #: M nodes per CPU second, one process, alternating); others 1.5 (huge's dependent probes,
