@@ -211,7 +211,8 @@ def _solve_on_farm(cube, args, beat, out):
               setup_args=(args.heuristic, args.cache_dir, args.table_depth,
                           args.inverse, args.table_memory)) as farm:
         if farm.is_master:
-            # the master searches the first iterations alone: as fast tables as a worker's
+            # the master searches the first iterations alone: its tables follow the same
+            # --table-memory rule as a worker's
             tables = Heuristic(args.heuristic, args.cache_dir, progress=True,
                                max_depth=args.table_depth, log=_log, inverse=args.inverse,
                                memory=args.table_memory)
