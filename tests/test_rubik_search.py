@@ -271,7 +271,7 @@ def test_auto_table_memory_copies_once_the_search_has_paid_for_the_copy(monkeypa
     nbytes = naive.heuristic("phase1").tables.table.nbytes
     # a copy of 1 s, gaining 1.5x: the shared mapping has cost that much after 3 s
     h = _auto_phase1(monkeypatch, 1.0 / nbytes, 1e12)
-    assert solver.DEFAULT_PRIVATE_GAIN == 1.5 and h.memory == "shared"
+    assert solver.PRIVATE_GAIN == 1.5 and h.memory == "shared"
     h.searched(2.9)
     assert h.memory == "shared"
     h.searched(0.2)

@@ -60,7 +60,7 @@ def parser():
                         "2 MB pages (about twice as fast per probe, one copy per process), "
                         "the node's shared page cache (one copy per node), or auto: the "
                         "shared one until a process has searched long enough to pay for "
-                        "its copy (44 s for nx), then private where one copy per process on "
+                        "its copy (22 s for nx), then private where one copy per process on "
                         "the node takes at most half of the free memory (default auto)")
     p.add_argument("--cache-dir", help="table cache directory (default $PYFW_RUBIK_CACHE or "
                                        "~/.cache/pyfw/rubik)")

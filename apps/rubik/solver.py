@@ -51,11 +51,11 @@ ROUTE_PRIVATE_BYTES = 1 << 20
 #: on the test VM (fresh memory is backed by the host at first touch; 0.5-0.6 s when the
 #: process reuses pages it freed); ``benchmarks/rubik_probe.py`` reports the copy's time
 COPY_SECONDS_PER_BYTE = 3.0e-9
-#: how much faster a search runs from a private copy: nx 1.2 (4.23-4.62 against 3.45-3.87
-#: M nodes per CPU second, one process, alternating); others 1.5 (huge's dependent probes,
-#: ``benchmarks/rubik_probe.py``)
-PRIVATE_GAIN = {"nx": 1.2}
-DEFAULT_PRIVATE_GAIN = 1.5
+#: how much faster a new process searches from a private copy: 1.58 for nx on a farm worker
+#: (Cube.random(0), 106 M nodes: 45.2 s shared, 28.6 s private; a process that has already
+#: touched the shared mapping gains only 1.2), 1.5-2 for huge's probes
+#: (``benchmarks/rubik_probe.py``)
+PRIVATE_GAIN = 1.5
 
 
 #: the attributes of the table objects that hold big lookup arrays
@@ -236,16 +236,15 @@ class Heuristic:
         if big and memory == "auto" and table_memory(memory, nbytes):
             # ski rental: search from the shared mapping until the time lost to it would
             # have paid for the copy, then copy (never more than twice the better choice)
-            gain = PRIVATE_GAIN.get(name, DEFAULT_PRIVATE_GAIN)
             self._deferred = big
-            self._copy_after = nbytes * COPY_SECONDS_PER_BYTE / (1 - 1 / gain)
+            self._copy_after = nbytes * COPY_SECONDS_PER_BYTE / (1 - 1 / PRIVATE_GAIN)
         elif big and table_memory(memory, nbytes):
             self._go_private(big)
 
     def searched(self, seconds):
         """Count ``seconds`` of search on these tables. Under ``memory="auto"`` the
         private copy is made once the search has run long enough on the shared mapping to
-        have paid for the copy (``COPY_SECONDS_PER_BYTE`` and ``PRIVATE_GAIN``: 44 s for
+        have paid for the copy (``COPY_SECONDS_PER_BYTE`` and ``PRIVATE_GAIN``: 22 s for
         nx, 15 s for huge), if it still fits the memory then: a short solve never pays
         for a copy, a long one pays at most what the shared mapping has cost it."""
         if self._deferred is None:
