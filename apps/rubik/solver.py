@@ -52,9 +52,9 @@ ROUTE_PRIVATE_BYTES = 1 << 20
 #: process reuses pages it freed); ``benchmarks/rubik_probe.py`` reports the copy's time
 COPY_SECONDS_PER_BYTE = 3.0e-9
 #: how much faster a new process searches from a private copy: 1.58 for nx on a farm worker
-#: (Cube.random(0), 106 M nodes: 45.2 s shared, 28.6 s private; a process that has already
-#: touched the shared mapping gains only 1.2), 1.5-2 for huge's probes
-#: (``benchmarks/rubik_probe.py``)
+#: (Cube.random(0), 106 M nodes: 45.2 s shared, 28.6 s private, two runs an hour apart of
+#: ``benchmarks/rubik_speedup.py``; a process that has already touched the shared mapping
+#: gains only 1.2), 1.5-2 for huge's probes (``benchmarks/rubik_probe.py``)
 PRIVATE_GAIN = 1.5
 
 
