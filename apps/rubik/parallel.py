@@ -124,7 +124,7 @@ def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NOD
         elif cancelled is not None and cancelled():
             return None
         elif (yield_after is not None and not all_solutions
-              and time.perf_counter() - t0 >= yield_after):
+              and now - t0 >= yield_after):
             rest = s.remainder()
             break
     gen, exp = s.generated, s.expanded

@@ -236,7 +236,7 @@ class Heuristic:
         if big and memory == "auto" and table_memory(memory, nbytes):
             # ski rental: search from the shared mapping until the time lost to it would
             # have paid for the copy, then copy (never more than twice the better choice)
-            self._deferred = big
+            self._deferred = (big, nbytes)
             self._copy_after = nbytes * COPY_SECONDS_PER_BYTE / (1 - 1 / PRIVATE_GAIN)
         elif big and table_memory(memory, nbytes):
             self._go_private(big)
@@ -251,8 +251,8 @@ class Heuristic:
             return
         self._searched += seconds
         if self._searched >= self._copy_after:
-            big, self._deferred = self._deferred, None
-            if table_memory("auto", sum(getattr(t, a).nbytes for t, a in big)):
+            (big, nbytes), self._deferred = self._deferred, None
+            if table_memory("auto", nbytes):
                 self._go_private(big)
 
     def _go_private(self, big):
