@@ -3,10 +3,12 @@ TCP between nodes, tc-capped links): farm, ULFM when a whole node dies, collecti
 native, the monitor against the tc ground truth, domain and knee runs across node counts,
 and the batch templates under a faked scheduler. Skips, with the reason printed, where the
 test bed cannot be built (not root, no ip netns)."""
+import glob
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import h5py
 import numpy as np
@@ -178,6 +180,8 @@ def test_domain_bitwise_on_one_and_two_nodes_and_knee_restart_elsewhere(bed2, tm
 @pytest.mark.parametrize("scheduler,script", [("slurm", "farm.slurm"), ("pbs", "farm.pbs")])
 def test_batch_template_runs_unchanged_on_the_test_bed(bed2, tmp_path, scheduler, script):
     env = dict(_env(), RESULTS=str(tmp_path))
+    shims = os.path.join(tempfile.gettempdir(), "pyfw-cluster-pfwc2-*")
+    before = set(glob.glob(shims))
     res = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", "pfwc2", "job",
                           "--timeout", "120", "--scheduler", scheduler,
                           os.path.join(ROOT, "jobs", script)],
@@ -186,6 +190,7 @@ def test_batch_template_runs_unchanged_on_the_test_bed(bed2, tmp_path, scheduler
     stats = json.loads(next(tmp_path.glob("stats-*.json")).read_text())
     hosts = {w["host"] for w in stats["workers"]}
     assert hosts == {"pfwc2-0", "pfwc2-1"} and stats["tasks"] == 20000
+    assert set(glob.glob(shims)) <= before, "the job's shim directory outlived it"
 
 
 def test_two_level_farm_on_real_nodes_and_its_sub_master_killed(bed2, tmp_path):

@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -226,14 +227,22 @@ def main(argv: list[str] | None = None) -> int:
         res = run(n, cmd, timeout=a.timeout, extra=launch_options(info), env=job_env(info))
         return res.returncode
     envdir = _shim_dir(a.prefix, info)   # job
-    env = mpi_env(scheduler_env(info, a.scheduler, os.getcwd(), envdir), 1)
-    from ..launch import TIMEOUT_STATUS, kill_job
-    proc = subprocess.Popen(["bash", a.script], env=env, start_new_session=True)
     try:
-        return proc.wait(timeout=a.timeout)
+        return _run_job(a.script, a.timeout,
+                        mpi_env(scheduler_env(info, a.scheduler, os.getcwd(), envdir), 1))
+    finally:
+        shutil.rmtree(envdir, ignore_errors=True)   # the shims die with the job
+
+
+def _run_job(script: str, timeout: float, env: dict) -> int:
+    """Run a batch script under ``env``; its whole process group dies on a timeout."""
+    from ..launch import TIMEOUT_STATUS, kill_job
+    proc = subprocess.Popen(["bash", script], env=env, start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_job(proc)   # the script, its mpiexec and every rank
-        print(f"pyfw-cluster job: killed after {a.timeout:g} s", file=sys.stderr)
+        print(f"pyfw-cluster job: killed after {timeout:g} s", file=sys.stderr)
         return TIMEOUT_STATUS
     except BaseException:
         kill_job(proc)
