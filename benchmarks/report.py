@@ -257,6 +257,25 @@ def knee_plateau(d):
                      rows))
 
 
+def knee_postop(d):
+    starts = d["starts"]
+    rows = [[name.replace(" (post-op)", ""), r["target"], _g(r["measured"]),
+             _g(r["measured_start"])]
+            + [_g(v) for v in r["sweep"]]
+            + [_g(r["implied_start"]) if r["implied_start"] is not None else "none"]
+            + [_g(r["tourniquet"][str(m)]) for m in d["tourniquet_minutes"]]
+            for name, r in d["studies"].items()]
+    fit = ", ".join(f"{k} = {_g(v)}" for k, v in d["fitted"].items())
+    return (f"Drop (C; a rise is negative) at the target by the cavity's temperature at the "
+            f"operation's end ({d['arthroscopy']}-min arthroscopy), the start at which the "
+            f"model meets the study, and the drop with a tourniquet during an operation of "
+            f"that many minutes (from the measured start, else 24.5 C). Couplings: the "
+            f"validation's fit ({fit}).\n\n"
+            + _table(["study", "target", "measured", "measured start"]
+                     + [f"start {_g(s)}" for s in starts] + ["implied start"]
+                     + [f"tourniquet {m} min" for m in d["tourniquet_minutes"]], rows))
+
+
 def knee_muscle(d):
     def fmt(v):
         return "never" if v is None else _g(v)
@@ -449,6 +468,8 @@ SECTIONS = [
      "python benchmarks/knee_validation.py", knee_validation),
     ("Knee model: muscle under ice against measured muscles", "knee_muscle.json",
      "python benchmarks/knee_muscle.py", knee_muscle),
+    ("Knee model: post-operative knees by their starting temperature", "knee_postop.json",
+     "python benchmarks/knee_postop.py", knee_postop),
     ("Knee model: what limits the late cooling", "knee_plateau.json",
      "python benchmarks/knee_plateau.py", knee_plateau),
     ("Knee model grid convergence", "knee_convergence.json",

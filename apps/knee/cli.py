@@ -98,6 +98,9 @@ def _model_options(g) -> None:
     g.add_argument("--irrigant-temp", type=float, default=24.5,
                    help="temperature of the irrigated joint cavity, C (default 24.5: saline "
                         "at room temperature, as measured at the end of knee arthroscopies)")
+    g.add_argument("--tourniquet", action="store_true",
+                   help="a thigh tourniquet holds the leg's blood flow at zero during "
+                        "--arthroscopy (it is released when the device goes on)")
     g.add_argument("--h-air", type=float, default=10.0, help="skin-air coefficient (natural convection + radiation), W/(m^2 K) "
                         "(default 10)")
     g.add_argument("--set", type=_override, action="append", default=[], metavar="T.P=V",
@@ -159,7 +162,7 @@ def sensitivity_band(p, summ) -> dict | None:
     ref = Params()
     same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack",
             "perfusion_lag", "pack_temp", "t_arterial", "ambient", "h_air", "overrides",
-            "arthroscopy_min", "subcutis_mm", "device_at_mm", "pouch_mm")
+            "arthroscopy_min", "tourniquet", "subcutis_mm", "device_at_mm", "pouch_mm")
     if any(getattr(p, k) != getattr(ref, k) for k in same):
         return None
     with open(SENSITIVITY) as fh:
@@ -202,6 +205,7 @@ def _start(args, comm, log, kw):
                cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
                overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol,
                arthroscopy_min=args.arthroscopy, irrigant_temp=args.irrigant_temp,
+               tourniquet=args.tourniquet,
                subcutis_mm=args.subcutis, device_at_mm=args.device_at,
                pouch_mm=args.pouch)
     run = KneeRun(comm, p, **kw)

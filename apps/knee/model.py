@@ -49,7 +49,10 @@ class Params:
     temperature; the cavity ends the operation at 24.5 +- 1.0 C, "nearly equal" to the
     saline, Sanchez-Inchausti et al., Arthroscopy 21 (2005) 552, and at 24.6 +- 1.5 C in a
     second series of 40 knees, Knee Surg Sports Traumatol Arthrosc, doi
-    10.1007/BF01466616), and t = 0 is the end of the operation, when the device is put on."""
+    10.1007/BF01466616), and t = 0 is the end of the operation, when the device is put on.
+    With ``tourniquet`` the leg has no blood flow during the operation (a thigh tourniquet,
+    common in knee arthroscopy; the cited studies' abstracts do not say whether they used
+    one); it is released when the device goes on."""
     shape: tuple = (200, 160, 160)
     dx_mm: float = 1.0
     device: str = "gel"
@@ -73,6 +76,7 @@ class Params:
     steady_tol: float = 1e-5
     arthroscopy_min: float = 0.0   # minutes of irrigation before the device goes on
     irrigant_temp: float = 24.5    # C, the irrigated cavity's temperature
+    tourniquet: bool = False       # no blood flow in the leg during the arthroscopy
     subcutis_mm: float = phantom.SUBCUTIS_MM   # skin + subcutaneous fat (half a skinfold)
     device_at_mm: float = 0.0      # the device's centre above the joint line (below: < 0)
     pouch_mm: float = phantom.POUCH_MM   # fluid depth of the suprapatellar pouch
@@ -186,7 +190,8 @@ class KneeRun:
         cavity (every synovial-fluid voxel: joint space and pouch) is held at
         ``irrigant_temp`` for that many minutes, as the flowing saline holds it, while the
         tissues around it cool by conduction and their perfusion responds. No device yet
-        (a dressing, ``bandage_mm``, is already there, as in the steady state). Its time
+        (a dressing, ``bandage_mm``, is already there, as in the steady state); with
+        ``tourniquet`` no tissue is perfused meanwhile. Its time
         step is 0.9 x its own stability limit (``dt`` applies to the cooling)."""
         p = self.p
         if self.solver is not None:
@@ -196,6 +201,8 @@ class KneeRun:
         t0 = time.perf_counter()
         fluid = ID["synovial_fluid"]
         table = list(self.tissues)
+        if p.tourniquet:   # the thigh cuff stops the blood: the tissues cool unopposed
+            table = [replace(t, perfusion=0.0) for t in table]
         table[fluid] = replace(table[fluid], boundary=True)   # a fixed-temperature conductor
         tab = Tables(table, p.dx_mm * 1e-3, t_arterial=p.t_arterial)
         T, tid = self.dom.fields["T"], self.dom.fields["tid"]
