@@ -7,7 +7,9 @@
 
 For every cube ``Cube.random(seed)`` (seeds fixed here; or a symmetric position named in
 ``rubik_symmetry.POSITIONS`` with ``--positions``) the solve runs on pyfw.farm with
-one worker (2 ranks) and with two (3 ranks), one launch each, alternating per cube (and
+one worker (2 ranks) and with two (3 ranks), one launch each of ``--repeat`` solves (the
+medians are compared: a shared machine disturbs single solves by up to 2x), alternating per
+cube (and
 with ``--compare``, every configuration's launches of a cube together) so that the shared
 machine's drift hits both alike; tables are loaded and the JIT is warm before
 the clock starts. Reported per cube: solve seconds, nodes generated, and the 2-vs-1 speedup
@@ -65,8 +67,9 @@ def _split(text):
 
 
 def mpi_solve(heuristic, seed, order, split, depth, inverse=True, steal=True,
-              memory="auto"):
-    """Under mpiexec: one warm solve of ``cube_of(seed)``; rank 0 prints a RESULT line."""
+              memory="auto", repeat=1):
+    """Under mpiexec: ``repeat`` warm solves of ``cube_of(seed)``; rank 0 prints a RESULT
+    line with the median solve's figures and every solve's seconds (``runs``)."""
     from apps.rubik import Heuristic
     from apps.rubik.parallel import preload, solve_parallel
     from pyfw.farm import Farm
@@ -76,23 +79,36 @@ def mpi_solve(heuristic, seed, order, split, depth, inverse=True, steal=True,
             h = Heuristic(heuristic, progress=False, inverse=inverse, memory=memory)
             solve_parallel("R U F", farm, tables=h, local_nodes=0)   # workers' JIT and tables
             cube = cube_of(seed)
-            t = time.perf_counter()
-            r = solve_parallel(cube, farm, tables=h, order=order, split=split, steal=steal)
-            dt = time.perf_counter() - t
-            assert cube.apply(r.solution).is_solved
-            print("RESULT " + json.dumps({
-                "seed": seed, "seconds": dt, "length": r.length, "generated": r.generated,
-                "workers": farm.num_workers, "order": order, "split": split, "depth": depth,
-                "inverse": inverse, "steal": steal, "table_memory": memory,
-                "worker_tables": sorted({w.get("tables", "") for w in r.workers.values()}),
-                "last_bound_nodes": r.iterations[-1].generated}), flush=True)
+            runs = []
+            for _ in range(repeat):
+                t, cpu = time.perf_counter(), time.process_time()
+                r = solve_parallel(cube, farm, tables=h, order=order, split=split,
+                                   steal=steal)
+                dt = time.perf_counter() - t
+                assert cube.apply(r.solution).is_solved
+                # the workers' share of the wall time spent inside their tasks: what the
+                # farm lost to idling and messages, apart from a slower search
+                busy = [w["seconds"] / (dt * farm.num_workers)
+                        for rank, w in r.workers.items() if rank != farm.master]
+                runs.append({"seconds": dt, "generated": r.generated,
+                             "master_cpu": time.process_time() - cpu,
+                             "workers_busy": sum(busy), "length": r.length,
+                             "last_bound_nodes": r.iterations[-1].generated,
+                             "worker_tables": sorted({w.get("tables", "")
+                                                      for w in r.workers.values()})})
+            mid = sorted(runs, key=lambda x: x["seconds"])[(len(runs) - 1) // 2]
+            print("RESULT " + json.dumps(dict(
+                mid, seed=seed, workers=farm.num_workers, order=order, split=split,
+                depth=depth, inverse=inverse, steal=steal, table_memory=memory,
+                runs=[x["seconds"] for x in runs])), flush=True)
 
 
 def launch(ranks, heuristic, seed, order, split, depth, timeout, inverse=True, steal=True,
-           memory="auto"):
+           memory="auto", repeat=1):
     cmd = ["pyfw-run", "-n", str(ranks), "--timeout", str(timeout), "--", sys.executable,
            os.path.abspath(__file__), "--mpi", str(seed), "--heuristic", heuristic,
-           "--order", order, "--split", str(split), "--table-memory", memory]
+           "--order", order, "--split", str(split), "--table-memory", memory,
+           "--repeat", str(repeat)]
     if depth:
         cmd += ["--pipeline-depth", str(depth)]
     if not inverse:
@@ -128,7 +144,7 @@ def summarise(cubes):
 CONFIG_KEYS = ("order", "split", "pipeline_depth", "inverse", "steal", "table_memory")
 
 
-def previous_cubes(path, heuristic, configs):
+def previous_cubes(path, heuristic, configs, repeat=1):
     """The cubes a stopped run of the same heuristic and configurations saved in ``path``
     (one list per configuration), or None where there is no such file; another run's
     file is refused rather than mixed in."""
@@ -138,19 +154,21 @@ def previous_cubes(path, heuristic, configs):
     except FileNotFoundError:
         return None
     old = d.get("configs", [])
-    if d.get("heuristic") != heuristic or len(old) != len(configs) or any(
+    if d.get("heuristic") != heuristic or d.get("repeat", 1) != repeat or len(old) != len(
+            configs) or any(
             o.get(k) != c[k] for o, c in zip(old, configs) for k in CONFIG_KEYS):
-        raise SystemExit(f"--resume: {path} holds another run (heuristic or configurations "
-                         "differ); name a new --out")
+        raise SystemExit(f"--resume: {path} holds another run (heuristic, repeats or "
+                         "configurations differ); name a new --out")
     return [o["cubes"] for o in old]
 
 
-def run_configs(seeds, heuristic, configs, timeout, on_cube=None, done=None):
+def run_configs(seeds, heuristic, configs, timeout, on_cube=None, done=None, repeat=1):
     """Every configuration on every cube, cube by cube (all configurations' launches of a
     cube one after the other), so that the machine's drift hits them alike.
     ``on_cube(results)`` is called after each cube (to save what a long run has so far);
     ``done``: per configuration, the cubes an earlier run finished (:func:`previous_cubes`),
-    kept, and their seeds not run again."""
+    kept, and their seeds not run again. Each launch solves its cube ``repeat`` times;
+    the speedup is the ratio of the median solves."""
     done = done or [[] for _ in configs]
     finished = set.intersection(*({c["seed"] for c in d} for d in done)) if done else set()
     results = [dict(cfg, cubes=[c for c in d if c["seed"] in finished])
@@ -160,7 +178,7 @@ def run_configs(seeds, heuristic, configs, timeout, on_cube=None, done=None):
             continue
         for res in results:
             args = (heuristic, seed, res["order"], res["split"], res["pipeline_depth"], timeout,
-                    res["inverse"], res["steal"], res.get("table_memory", "auto"))
+                    res["inverse"], res["steal"], res.get("table_memory", "auto"), repeat)
             one, two = launch(2, *args), launch(3, *args)
             assert one["length"] == two["length"], (one, two)
             c = {"seed": seed, "length": one["length"], "one": one, "two": two,
@@ -172,12 +190,19 @@ def run_configs(seeds, heuristic, configs, timeout, on_cube=None, done=None):
                   f"seed {seed}: {c['length']} moves, "
                   f"1 worker {one['seconds']:.2f} s ({one['generated'] / 1e6:.0f} M nodes), "
                   f"2 workers {two['seconds']:.2f} s ({two['generated'] / 1e6:.0f} M): "
-                  f"{c['speedup']:.2f}x, nodes x{c['nodes_ratio']:.2f}", flush=True)
+                  f"{c['speedup']:.2f}x, nodes x{c['nodes_ratio']:.2f}"
+                  + (f" (solves {_spread(one)} and {_spread(two)} s)" if repeat > 1 else ""),
+                  flush=True)
         if on_cube:
             on_cube(results)
     for res in results:
         res["summary"] = summarise(res["cubes"])
     return results
+
+
+def _spread(res):
+    runs = res.get("runs", [res["seconds"]])
+    return f"{min(runs):.2f}-{max(runs):.2f}"
 
 
 def plot(configs, path):
@@ -231,6 +256,10 @@ def parse_args(argv=None):
                          "times measure the search, as 'auto' did before it waited for a "
                          "long search to pay for the copy: the results of before 2026-11-26 "
                          "say 'auto' and list their workers' tables as private)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="solves per launch (default 3): the speedup is the ratio of the "
+                         "medians, so one disturbed solve on a shared machine does not "
+                         "decide a cube")
     ap.add_argument("--timeout", type=float, default=900.0, help="per launch, seconds")
     ap.add_argument("--out", default=os.path.join(RESULTS, "rubik_speedup"))
     ap.add_argument("--resume", action="store_true",
@@ -272,17 +301,19 @@ def main(argv=None):
     a = parse_args(argv)
     if a.mpi is not None:
         return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth, a.inverse,
-                         a.steal, a.table_memory)
+                         a.steal, a.table_memory, a.repeat)
     seeds = a.positions.split(",") if a.positions else seed_range(a.seeds)
     t0 = time.time()
     wanted = wanted_configs(a)
-    done = previous_cubes(a.out + ".json", a.heuristic, wanted) if a.resume else None
+    done = (previous_cubes(a.out + ".json", a.heuristic, wanted, a.repeat) if a.resume
+            else None)
 
     def save(configs, complete):
         d = {"command": "python benchmarks/rubik_speedup.py " + " ".join(argv or sys.argv[1:]),
              "machine": {"host": platform.node(), "cores": os.cpu_count(),
                          "load": os.getloadavg()[0]},
-             "heuristic": a.heuristic, "seeds": seeds, "configs": configs,
+             "heuristic": a.heuristic, "seeds": seeds, "repeat": a.repeat,
+             "configs": configs,
              "seconds": time.time() - t0, "complete": complete,
              # cubes kept from the stopped run(s) this one resumed (their own seconds)
              "resumed_cubes": len(done[0]) if done else 0}
@@ -292,7 +323,7 @@ def main(argv=None):
     def partial(results):   # a long run stopped early keeps its finished cubes
         save([dict(r, summary=summarise(r["cubes"])) for r in results], False)
 
-    configs = run_configs(seeds, a.heuristic, wanted, a.timeout, partial, done)
+    configs = run_configs(seeds, a.heuristic, wanted, a.timeout, partial, done, a.repeat)
     for cfg in configs:
         print_summary(cfg)
     save(configs, True)
