@@ -276,6 +276,16 @@ def knee_postop(d):
                      + [f"tourniquet {m} min" for m in d["tourniquet_minutes"]], rows))
 
 
+def memory_contention(d):
+    rows = [[kind, f"{_g(v['median_alone'])} [{_g(min(v['alone']))}–{_g(max(v['alone']))}]",
+             f"{_g(v['median_pair'])} [{_g(min(v['pair']))}–{_g(max(v['pair']))}]",
+             f"{v['pair_over_alone']:.2f}"] for kind, v in d["kinds"].items()]
+    return (f"Operations per CPU second of one process alone and of each of two started "
+            f"together (medians of {d['repeats']} alternating runs, [min–max]); lookups "
+            f"read a {d['gigabytes']:g} GB table in 2 MB pages at random.\n\n"
+            + _table(["kernel", "alone", "each of a pair", "pair / alone"], rows))
+
+
 def knee_muscle(d):
     def fmt(v):
         return "never" if v is None else _g(v)
@@ -484,6 +494,8 @@ SECTIONS = [
     ("Rubik: the nx table against the huge table", "rubik_nx.json",
      "python benchmarks/rubik_heuristic.py --compare nx --seeds 0-5 "
      "--out benchmarks/results/rubik_nx", rubik_heuristic),
+    ("Memory contention between two busy cores", "memory_contention.json",
+     "python benchmarks/memory_contention.py", memory_contention),
     ("Rubik: two workers against one on random cubes", "rubik_speedup*.json",
      "python benchmarks/rubik_speedup.py", rubik_speedup),
     ("Rubik: work stealing against whole subtrees", "rubik_steal.json",

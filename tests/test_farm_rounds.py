@@ -65,3 +65,32 @@ def test_round_api_mpi():
     with Farm(MPI.COMM_WORLD) as farm:
         if farm.is_master:
             exercise(farm)
+
+
+
+
+@pytest.mark.mpi(min_size=2)
+def test_an_eager_round_fills_every_pipeline_at_once():
+    """Once the farm knows its task times, a round's second chunk for a worker waits until
+    the first is nearly done (its lead time, a forecast round trip); an eager round sends
+    it at once, as far as the pipeline depth (2 or more) allows. Two dispatch turns decide
+    it (the first gives every worker one chunk of a round it has not timed): no clock
+    races. (Whether the plain round held its second chunks back depends on the forecast
+    round trip, which queueing behind pipelined chunks can inflate: only counted.)"""
+    with Farm(MPI.COMM_WORLD) as farm:
+        if farm.is_master:
+            n = farm.num_workers
+            once = dict(chunksize=1, tail_duplication=False)   # no copies left running
+            drive(farm, [farm.open(ft.square, range(200), **once)])   # round trips
+            hold = farm.open(ft.square, [1])     # an open round keeps the measured times
+            drive(farm, [farm.open(ft.sleepy, [0.5] * 2 * n, **once)])
+            sent = {}
+            for eager in (False, True):
+                rnd = farm.open(ft.sleepy, [0.5] * 2 * n, eager=eager, **once)
+                farm.step()
+                farm.step()
+                sent[eager] = farm.in_flight
+                rnd.cancel(wait=True)
+                rnd.close()
+            hold.close()
+            assert sent[True] == 2 * n and n <= sent[False] <= 2 * n, sent

@@ -308,7 +308,7 @@ class _Search:
                     take = [heapq.heappop(queue) for _ in range(min(cap - out, len(queue)))]
                     rnd = self.farm.open([self._task(bound, p, f) for _, p, f, _ in take],
                                          name=f"rubik-bound-{bound}", chunksize=1,
-                                         tail_duplication=False,
+                                         tail_duplication=False, eager=True,
                                          policy=self.round_options.get("policy"))
                     rounds[rnd] = [leaf for *_, leaf in take]
                     out += len(take)

@@ -305,7 +305,8 @@ class Engine(Recovery):
                         break
                     if here is None and any(not x.inflight for x in workers):
                         break  # unmeasured: a second chunk only once every worker has one
-                    if mean is not None and self._outstanding(w, now) >= lead:
+                    if (mean is not None and not rnd.eager
+                            and self._outstanding(w, now) >= lead):
                         break
                 k = rnd.policy.chunk(w.stats, max(1, rnd.remaining()), stats, task_time=here)
                 ids, items = rnd.take(max(1, int(k)))

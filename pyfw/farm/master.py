@@ -210,7 +210,8 @@ class Farm:
 
     def open(self, tasks_or_fn, *iterables, star: bool = False, total: int | None = None,
              name: str | None = None, policy=None, chunksize: int | None = None,
-             window: int | None = None, tail_duplication: bool | None = None) -> "Round":
+             window: int | None = None, tail_duplication: bool | None = None,
+             eager: bool = False) -> "Round":
         """Start a round and return at once: the non-blocking face of the farm.
 
         The caller drives the farm with :meth:`step`, collects results with
@@ -218,12 +219,17 @@ class Farm:
         starts no thread. ``star=True`` calls ``fn(*item)``; ``total`` (the number of items,
         when the source has no ``len``) sizes the chunks; ``window`` bounds dispatch to
         ``window`` items past the last one acknowledged with :meth:`Round.release`.
+        ``eager=True`` sends this round's chunks as soon as a worker's pipeline depth has
+        room, instead of when its queued work runs low: for a caller that bounds the tasks
+        it keeps open itself, with task times the farm cannot predict (a worker that
+        finishes early would otherwise wait a round trip for its next task).
         """
         state = self._start(tasks_or_fn, iterables, name, policy, chunksize, window, star)
         if total is not None and state.total is None:
             state.total = total
         if tail_duplication is not None:
             state.tail_duplication = tail_duplication
+        state.eager = bool(eager)
         return Round(self, state)
 
     @property

@@ -123,6 +123,7 @@ class RoundState:
         self.window_base = 0
         self.skip = skip or {}           # tid -> value already known (journal)
         self.tail_duplication = True     # idle workers may get copies of its last chunks
+        self.eager = False               # send as the depth allows, not at the lead time
         self.wire_fn = None if fn is None else (fn, star)
 
     # ---------------------------------------------------------------- task supply
