@@ -352,15 +352,26 @@ def rubik_speedup(d):
                    f"{_g(s['max_speedup'])}; {s['below_1_3']} cube(s) below 1.3; median "
                    f"nodes ratio (2 / 1 workers) {_g(s['median_nodes_ratio'])}; median solve "
                    f"on 2 workers {_g(s['median_seconds_2_workers'])} s.\n")
+        if d.get("repeat", 1) > 1:
+            out.append(f"Each launch solved its cube {d['repeat']} times: seconds are the "
+                       f"median solve [min–max], the speedup the ratio of the medians.")
         out.append(_table(["seed", "moves", "1 worker s", "2 workers s", "speedup",
                            "nodes 1 worker", "nodes ratio"],
-                          [[c["seed"], c["length"], _g(c["one"]["seconds"]),
-                            _g(c["two"]["seconds"]), _g(c["speedup"]),
-                            _g(c["one"]["generated"]), _g(c["nodes_ratio"])]
+                          [[c["seed"], c["length"], _solves(c["one"]), _solves(c["two"]),
+                            _g(c["speedup"]), _g(c["one"]["generated"]),
+                            _g(c["nodes_ratio"])]
                            for c in cfg["cubes"]]))
     if len(d["configs"]) == 2:
         out.append(_config_ratios(*d["configs"]))
     return "\n\n".join(out)
+
+
+def _solves(res):
+    """A launch's solve seconds: the median, and [min–max] where it solved repeatedly."""
+    runs = res.get("runs", [])
+    if len(runs) < 2:
+        return _g(res["seconds"])
+    return f"{_g(res['seconds'])} [{_g(min(runs))}–{_g(max(runs))}]"
 
 
 def _config_ratios(a, b):
