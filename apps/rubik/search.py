@@ -34,13 +34,14 @@ class SubtreeSearch:
     cost bound ``bound``. Call :meth:`step` until it returns DONE; after each FOUND,
     :attr:`solution` holds the full move list (prefix included) and the search can go on.
 
-    ``tables`` is a :class:`~.korf.KorfTables`, :class:`~.reid.ReidTables` or
-    :class:`~.huge.HugeTables` object;
+    ``tables`` is a :class:`~.korf.KorfTables`, :class:`~.reid.ReidTables`,
+    :class:`~.huge.HugeTables` or :class:`~.nx.NxTables` object;
     ``corners`` (a KorfTables) adds Korf's corner table to the phase-1 heuristic;
     ``inverse`` looks the phase-1 tables up on the inverse position as well (ignored for
     Korf's tables); ``tight`` (with ``inverse``) skips the moves that tight inverse values
-    rule out (see ``_search_reid``). The subtree root counts as expanded (not generated)
-    when its f is within the bound.
+    rule out (see ``_search_reid``); ``targets``, the tables' :func:`~.phase1_rows.target_moves`
+    if the caller has them already (computed otherwise). The subtree root counts as expanded
+    (not generated) when its f is within the bound.
 
     A ``first_move`` resumes a piece that another search handed on (see
     :meth:`remainder`): only the root's children by moves ``first_move`` and up are
@@ -49,7 +50,7 @@ class SubtreeSearch:
     """
 
     def __init__(self, tables, cube, prefix, bound, corners=None, inverse=True,
-                 first_move=None, tight=True):
+                 first_move=None, tight=True, targets=None):
         if first_move is not None and tables.name == "korf":
             raise ValueError("resuming at a first move needs the phase-1 kernel, not korf's")
         if first_move is not None and not 0 <= first_move < 18:
@@ -67,8 +68,9 @@ class SubtreeSearch:
         self.corners = corners if tables.name != "korf" else None
         self.inverse = bool(inverse) and tables.name != "korf"
         self.tight = bool(tight)
-        self._in_h = (np.array(target_moves(tables), np.int64) if tables.name != "korf"
-                      else None)
+        if tables.name != "korf":   # ``targets``: target_moves(tables), if known
+            targets = target_moves(tables) if targets is None else targets
+        self._in_h = None if tables.name == "korf" else np.array(targets, np.int64)
         depth = max(self.bound - self.g0, 0) + 2
         if tables.name == "korf":
             row = root_state(tables, self.root)

@@ -303,16 +303,23 @@ class Heuristic:
         out (see :class:`~.search.SubtreeSearch`); 0 for None."""
         if inverse_values is None:
             return 0
-        from .phase1_rows import target_moves, tight_skip
+        from .phase1_rows import tight_skip
+        return tight_skip(inverse_values, left, self._targets())
+
+    def _targets(self):
+        """The phase-1 tables' target moves per axis, computed once (a third of a subtree
+        search's set-up when recomputed for each of a farm round's pieces)."""
+        from .phase1_rows import target_moves
         if self._target_moves is None:
             self._target_moves = target_moves(self.tables)
-        return tight_skip(inverse_values, left, self._target_moves)
+        return self._target_moves
 
     def subtree(self, cube, prefix, bound, first_move=None):
         """A resumable search of the subtree under ``prefix`` with cost bound ``bound``
         (from the root's move ``first_move`` on: see :class:`~.search.SubtreeSearch`)."""
         return SubtreeSearch(self.tables, cube, prefix, bound, corners=self.corners,
-                             inverse=self.inverse, first_move=first_move, tight=self.tight)
+                             inverse=self.inverse, first_move=first_move, tight=self.tight,
+                             targets=None if self.tables.name == "korf" else self._targets())
 
 
 @dataclass
