@@ -92,15 +92,17 @@ def study_rows(fitted, grid):
     for name, (kind, args, minutes, key, measured) in post_op_studies().items():
         sweep = [drop(_with(args, "--irrigant-temp", s), kind, minutes, key, fitted, grid)
                  for s in STARTS]
-        start = MEASURED_START.get(name, 24.5)
-        held = {m: drop(_with(_with(args, "--arthroscopy", m), "--irrigant-temp", start)
-                        + ["--tourniquet"], kind, minutes, key, fitted, grid)
+        # the study's own start (the validation's 24.5 where it gave none): the same
+        # arguments as the sweep's first point for those, so run_summary reuses that run
+        at_start = _with(args, "--irrigant-temp", MEASURED_START.get(name, 24.5))
+        held = {m: drop(_with(at_start, "--arthroscopy", m) + ["--tourniquet"], kind,
+                        minutes, key, fitted, grid)
                 for m in TOURNIQUET_MINUTES}
         rows[name] = {"kind": kind, "target": key, "measured": measured,
                       "measured_start": MEASURED_START.get(name),
                       "sweep": sweep, "implied_start": implied_start(STARTS, sweep, measured),
                       "tourniquet": held,
-                      "at_assumed_start": drop(args, kind, minutes, key, fitted, grid)}
+                      "at_assumed_start": drop(at_start, kind, minutes, key, fitted, grid)}
         r = rows[name]
         print(f"{name:42s} measured {measured:+5.2f}  model by start "
               + " ".join(f"{v:+5.2f}" for v in sweep)
