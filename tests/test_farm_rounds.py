@@ -94,3 +94,32 @@ def test_an_eager_round_fills_every_pipeline_at_once():
                 rnd.close()
             hold.close()
             assert sent[True] == 2 * n and n <= sent[False] <= 2 * n, sent
+
+
+@pytest.mark.mpi(min_size=2)
+def test_the_master_sleeps_longer_only_while_every_worker_has_timed_work():
+    """An idle master turn costs CPU that the workers sharing its cores could use. While every
+    worker holds tasks of a measured time, the idle sleeps grow past the 1 ms cap, up to a
+    quarter of the work left (10 ms at most here, with 0.4 s of work per worker). While a
+    worker is untimed or has nothing, they stay at 1 ms, so its next task goes out at once.
+    The sleeps asked for are recorded, not timed: no clock race."""
+    from pyfw.farm.engine import IDLE_SLEEP_MAX, IDLE_SLEEP_MIN
+    with Farm(MPI.COMM_WORLD) as farm:
+        if farm.is_master:
+            n, engine = farm.num_workers, farm.engine
+            longest, last = [0.0], [engine.backoff.slept]
+
+            def record(eng):
+                longest[0] = max(longest[0], eng.backoff.slept - last[0])
+                last[0] = eng.backoff.slept
+            engine.observer = record
+            once = dict(chunksize=1, tail_duplication=False)
+            drive(farm, [farm.open(ft.sleepy, [0.2] * n, **once)])    # untimed, then empty
+            untimed = longest[0]
+            longest[0] = 0.0
+            got = drive(farm, [farm.open(ft.sleepy, [0.2] * 2 * n, eager=True, **once)])
+            busy = longest[0]
+            engine.observer = None
+            assert got[0] == {i: 0.2 for i in range(2 * n)}
+            assert untimed <= IDLE_SLEEP_MIN + 1e-9, untimed      # (sums of floats)
+            assert IDLE_SLEEP_MIN + 1e-9 < busy <= IDLE_SLEEP_MAX + 1e-9, busy
