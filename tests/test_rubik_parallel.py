@@ -88,7 +88,8 @@ def test_serial_order_reaches_the_serial_search_s_solution():
 @pytest.mark.mpi(min_size=2)
 def test_stealing_loses_and_duplicates_no_subtree():
     # with tiny slices and yield_after=0 every piece hands its remainder back after one
-    # slice, so an iteration is searched as hundreds of pieces on all workers; complete
+    # slice, so an iteration is searched as hundreds of pieces on all workers (and a piece
+    # of several small leaves hands back the leaves it did not reach); complete
     # iterations must still count exactly the serial nodes, proofs their sum, and
     # solutions stay optimal
     ok, msg = True, ""
@@ -97,7 +98,7 @@ def test_stealing_loses_and_duplicates_no_subtree():
             try:
                 h = Heuristic("phase1", progress=False, max_depth=5)
                 serial = Solver(tables=h)
-                tasks = [0, 0]
+                tasks = [0, 0, 0, 0]
                 for scramble in ("F2 D L' U R2 B D' R F U2 L", "R U2 F' L D B2 R' U L2 F"):
                     cube = Cube.from_moves(scramble)
                     s = serial.solve(cube)
@@ -115,9 +116,16 @@ def test_stealing_loses_and_duplicates_no_subtree():
                                          local_nodes=0, budget=20, steal=False,
                                          max_length=s.length - 1)
                     assert off.generated == pp.generated
-                    for k, r in enumerate((pp, off)):
+                    # small leaves go out several to a piece (unless group_nodes=0)
+                    grouped, single = (solve_parallel(cube, farm, "phase1", max_depth=5,
+                                                      tables=h, local_nodes=0, budget=20,
+                                                      max_length=s.length - 1, group_nodes=g)
+                                       for g in (1 << 17, 0))
+                    assert grouped.generated == single.generated == pp.generated
+                    for k, r in enumerate((pp, off, grouped, single)):
                         tasks[k] += sum(i.tasks for i in r.iterations)
                 assert tasks[0] > 2 * tasks[1], tasks         # pieces were handed on
+                assert tasks[2] < tasks[3], tasks             # leaves were grouped
             except AssertionError as e:
                 ok, msg = False, str(e) or repr(e)
     agree(ok, msg)

@@ -18,7 +18,10 @@ seconds stops and hands back the rest of its search (one piece per level of its 
 :meth:`~.search.SubtreeSearch.remainder`; the deepest, at most ``SMALL_PLIES`` above the
 bound, it searches itself), which goes ahead of every later piece: idle
 workers take up parts of a running subtree instead of waiting for it at the end of a round
-or searching beyond the solution while another worker holds it. The first solution at
+or searching beyond the solution while another worker holds it. Leaves that the previous
+iteration predicts to be small go out several to a piece (``group_nodes``), consecutive in
+the serial order: a piece costs the master about as much as a few thousand nodes of search.
+The first solution at
 bound b cancels the rest of the round; it is optimal because bound b - 1 was exhausted.
 """
 import heapq
@@ -41,6 +44,8 @@ STEAL_SLICE_NODES = 1 << 17  # slices of a task that may yield: a time check per
 YIELD_SECONDS = 0.5         # a piece still running after this long hands on its remainder
 SMALL_PLIES = 3             # ... except its pieces this close to the bound (searched on the spot)
 LOCAL_NODES = 1_000_000     # rounds predicted smaller than this stay on the master
+GROUP_NODES = 1 << 17       # steal rounds: consecutive leaves predicted to generate fewer
+                            # nodes than this together go out as one piece (~25 ms)
 SPLIT_PIECES = 64           # adaptive split: no piece above 1/max(64, 8 * workers) of the
                             # previous iteration (the same pieces for 1 and 2 workers)
 ORDERS = ("serial", "largest")
@@ -72,13 +77,16 @@ class SubtreeTask(Task):
     """Search the subtree under ``prefix`` to ``bound`` (from the root's move ``first_move``
     on, for a piece handed on by another task); returns a dict with the node counts, the
     solutions found, the busy seconds and, if it stopped after ``yield_after`` seconds, what
-    it left (``rest``); None if the round was cancelled."""
+    it left (``rest``); None if the round was cancelled. With ``more`` (further prefixes,
+    whole subtrees after ``prefix`` in the serial order) it returns a list of such dicts,
+    one per subtree searched: see :func:`search_leaves`."""
 
     def __init__(self, cube, prefix, bound, heuristic=DEFAULT_HEURISTIC, cache_dir=None,
                  max_depth=None, all_solutions=False, budget=SLICE_NODES, inverse=True,
-                 first_move=None, yield_after=None):
+                 first_move=None, yield_after=None, more=()):
         self.state = (cube.cp.tobytes(), cube.co.tobytes(), cube.ep.tobytes(), cube.eo.tobytes())
         self.prefix = list(prefix)
+        self.more = [list(p) for p in more]     # further whole leaves, searched in turn
         self.bound = bound
         self.spec = (heuristic, cache_dir, max_depth, inverse)
         self.all_solutions = all_solutions
@@ -95,9 +103,37 @@ class SubtreeTask(Task):
     def run(self, ctx):
         """Search the subtree on a worker (tables loaded once per worker)."""
         h = _tables(ctx, *self.spec)
+        if self.more:
+            return search_leaves(h, self.cube(), [self.prefix] + self.more, self.bound,
+                                 self.budget, ctx.cancelled, ctx.rank, self.yield_after)
         return search_subtree(h, self.cube(), self.prefix, self.bound, self.all_solutions,
                               self.budget, ctx.cancelled, ctx.rank, self.first_move,
                               self.yield_after)
+
+
+def search_leaves(h, cube, prefixes, bound, budget=SLICE_NODES, cancelled=None, rank=0,
+                  yield_after=None):
+    """Search whole subtrees one after another (a piece of several small leaves): a list
+    of :func:`search_subtree` results, one per subtree searched, in order. It stops after
+    the subtree that found a solution or handed back a remainder (its ``yield_after`` is
+    what is left of the piece's), and before a subtree once ``yield_after`` has passed;
+    the subtrees it did not reach are not in the list. None if cancelled."""
+    t0 = time.perf_counter()
+    parts = []
+    for p in prefixes:
+        left = None
+        if yield_after is not None:
+            left = yield_after - (time.perf_counter() - t0)
+            if parts and left <= 0:
+                break
+        r = search_subtree(h, cube, p, bound, False, budget, cancelled, rank, None,
+                           None if left is None else max(left, 0.0))
+        if r is None:
+            return None
+        parts.append(r)
+        if r["solutions"] or r["rest"]:
+            break
+    return parts
 
 
 def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NODES,
@@ -153,7 +189,7 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
                    budget=SLICE_NODES, tables=None, on_iteration=None, record_subtrees=False,
                    policy=None, chunksize=None, tail_duplication=None,
                    local_nodes=LOCAL_NODES, order="serial", steal=True,
-                   yield_after=YIELD_SECONDS, symmetry=True):
+                   yield_after=YIELD_SECONDS, symmetry=True, group_nodes=GROUP_NODES):
     """Optimal solve on a :class:`pyfw.farm.Farm` (call on the master rank).
 
     ``split``: depth of the frontier (2 as in the study: 243 subtrees), or ``"adaptive"``
@@ -177,6 +213,10 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     or running ahead; its rounds send one piece per message and make no tail copies.
     ``symmetry``: as in :meth:`.solver.Solver.solve` (the master's frontier drops the
     subtrees a symmetry of the position makes equivalent to kept ones).
+    ``group_nodes`` (steal rounds): consecutive leaves whose subtrees the previous
+    iteration predicts (x 13.35) to generate fewer nodes than this together go out as one
+    piece; each piece costs the master a message and a turn (~1 ms), as much as a leaf of
+    a few thousand nodes takes to search. 0: one leaf per piece.
     """
     cube, limit = check_cube(cube), check_limit(max_length)
     _check_split_order(split, order)
@@ -195,7 +235,7 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     symmetry = SymmetryFilter(cube) if symmetry and not all_solutions else None
     res.symmetries = symmetry.order if symmetry else 1
     search = _Search(h, cube, farm, split, order, all_solutions, budget, cache_dir,
-                     max_depth, yield_after if steal else None, rounds, symmetry)
+                     max_depth, yield_after if steal else None, rounds, symmetry, group_nodes)
     _deepen(search, res, bound, limit, local_nodes, record_subtrees, on_iteration)
     res.seconds = time.perf_counter() - t0
     res.workers = {int(k): v for k, v in sorted(search.workers.items())}
@@ -234,7 +274,8 @@ class _Search:
     """The master's state across the iterations of one parallel solve."""
 
     def __init__(self, h, cube, farm, split, order, all_solutions, budget, cache_dir,
-                 max_depth, yield_after, round_options, symmetry=None):
+                 max_depth, yield_after, round_options, symmetry=None,
+                 group_nodes=GROUP_NODES):
         self.h, self.cube, self.farm, self.order = h, cube, farm, order
         self.adaptive = split == "adaptive"
         self.front = Frontier(h, cube, 2 if self.adaptive else int(split), symmetry)
@@ -245,6 +286,7 @@ class _Search:
         self.nworkers = max(getattr(farm, "num_workers", 1) or 1, 1)
         self.workers = defaultdict(lambda: {"tasks": 0, "generated": 0, "seconds": 0.0})
         self.prev, self.prev_total = {}, 0
+        self.group_nodes = group_nodes
 
     def iteration(self, bound, local_nodes):
         """One IDA* iteration: (Iteration, solutions found, nodes per subtree)."""
@@ -283,11 +325,35 @@ class _Search:
         self.prev, self.prev_total = counts, it.generated
         return it, found, counts
 
-    def _task(self, bound, prefix, first_move=None):
+    def _task(self, bound, piece):
+        """The task of one piece: [(prefix, first move, leaf)], several only for whole leaves."""
         name, cache_dir, max_depth, inverse = self.task_spec
+        (prefix, first_move, _), more = piece[0], [p for p, _, _ in piece[1:]]
         return SubtreeTask(self.cube, prefix, bound, name, cache_dir, max_depth,
                            self.all_solutions, min(self.budget, STEAL_SLICE_NODES), inverse,
-                           first_move, self.yield_after)
+                           first_move, self.yield_after, more)
+
+    def _predicted(self, leaf):
+        """Nodes the previous iteration predicts for a leaf's subtree now (None: unknown,
+        e.g. a child of a split leaf)."""
+        n = self.prev.get(leaf)
+        return None if n is None else n * BRANCHING
+
+    def _take_piece(self, queue):
+        """Pop the next piece off the queue: its first entry, and while they are whole
+        leaves predicted to stay under ``group_nodes`` together, the ones after it (next
+        in the serial order)."""
+        _, p, f, leaf = heapq.heappop(queue)
+        piece = [(p, f, leaf)]
+        size = self._predicted(leaf) if f is None else None
+        while size is not None and queue and queue[0][2] is None:
+            more = self._predicted(queue[0][3])
+            if more is None or size + more >= self.group_nodes:
+                break
+            _, p, f, leaf = heapq.heappop(queue)
+            piece.append((p, f, leaf))
+            size += more
+        return piece
 
     def _steal_round(self, bound, leaves):
         """One iteration as a queue of pieces in depth-first order: at most two pieces per
@@ -299,18 +365,19 @@ class _Search:
         generated, expanded, tasks sent)."""
         queue = [(tuple(p), p, None, tuple(p)) for p in leaves]   # (order, prefix, first, leaf)
         heapq.heapify(queue)
-        rounds = {}                  # open Round -> the leaf of each of its tasks
+        rounds = {}                  # open Round -> the leaves of each of its pieces
         found, counts, gen, exp, ntasks = [], defaultdict(int), 0, 0, 0
         out, cap = 0, 2 * self.nworkers
         try:
             while queue or out:
                 if queue and out < cap:
-                    take = [heapq.heappop(queue) for _ in range(min(cap - out, len(queue)))]
-                    rnd = self.farm.open([self._task(bound, p, f) for _, p, f, _ in take],
+                    take = [self._take_piece(queue) for _ in range(min(cap - out, len(queue)))
+                            if queue]
+                    rnd = self.farm.open([self._task(bound, piece) for piece in take],
                                          name=f"rubik-bound-{bound}", chunksize=1,
                                          tail_duplication=False, eager=True,
                                          policy=self.round_options.get("policy"))
-                    rounds[rnd] = [leaf for *_, leaf in take]
+                    rounds[rnd] = [[leaf for *_, leaf in piece] for piece in take]
                     out += len(take)
                     ntasks += len(take)
                 self.farm.step()
@@ -322,14 +389,17 @@ class _Search:
                             out -= 1
                             if r is None:
                                 continue
-                            leaf = origin[tid]
-                            gen += r["generated"]
-                            exp += r["expanded"]
-                            counts[leaf] += r["generated"]
-                            self._account(r)
-                            found.extend(r["solutions"])
-                            for p, f in r["rest"]:
-                                heapq.heappush(queue, (tuple(p) + (f,), p, f, leaf))
+                            parts = r if isinstance(r, list) else [r]
+                            for leaf, part in zip(origin[tid], parts):
+                                gen += part["generated"]
+                                exp += part["expanded"]
+                                counts[leaf] += part["generated"]
+                                self._account(part)
+                                found.extend(part["solutions"])
+                                for p, f in part["rest"]:
+                                    heapq.heappush(queue, (tuple(p) + (f,), p, f, leaf))
+                            for leaf in origin[tid][len(parts):]:   # not reached: back
+                                heapq.heappush(queue, (leaf, list(leaf), None, leaf))
                     if rnd.finished:
                         rnd.close()
                         del rounds[rnd]
