@@ -68,9 +68,11 @@ class SubtreeSearch:
         self.corners = corners if tables.name != "korf" else None
         self.inverse = bool(inverse) and tables.name != "korf"
         self.tight = bool(tight)
-        if tables.name != "korf":   # ``targets``: target_moves(tables), if known
-            targets = target_moves(tables) if targets is None else targets
-        self._in_h = None if tables.name == "korf" else np.array(targets, np.int64)
+        if tables.name == "korf":
+            self._in_h = None
+        else:                       # ``targets``: target_moves(tables), if known
+            self._in_h = np.array(target_moves(tables) if targets is None else targets,
+                                  np.int64)
         depth = max(self.bound - self.g0, 0) + 2
         if tables.name == "korf":
             row = root_state(tables, self.root)
