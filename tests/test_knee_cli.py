@@ -13,7 +13,7 @@ from apps.knee.cli import main
 from pyfw import launch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SMALL = ["--shape", "30", "40", "38", "--length", "20", "--thickness", "5", "--quiet",
+SMALL = ["--shape", "44", "40", "38", "--length", "20", "--thickness", "5", "--quiet",
          "--steady-tol", "1e-8"]
 
 
@@ -29,12 +29,12 @@ def test_serial_run_writes_readable_outputs(tmp_path):
         steps = sorted(f["T"])
         assert len(steps) == 3 and f["tid"].dtype == np.uint8
         T = f["T"][steps[-1]][...]
-        assert T.shape == (30, 40, 38) and np.isfinite(T).all()
+        assert T.shape == (44, 40, 38) and np.isfinite(T).all()
         assert f["T"][steps[-1]].attrs["time"] >= 120 - 1.0
     root = ET.parse(os.path.join(out, "knee.xmf")).getroot()
     grids = root.findall("./Domain/Grid/Grid")
     assert len(grids) == 3
-    assert grids[0].find("Topology").get("Dimensions") == "30 40 38"
+    assert grids[0].find("Topology").get("Dimensions") == "44 40 38"
     assert grids[-1].find("Attribute/DataItem").text == f"knee.h5:/T/{steps[-1]}"
     s = json.load(open(os.path.join(out, "summary.json")))
     assert set(s["history"]) >= {"t", "joint_centre", "skin_anterior"}

@@ -12,7 +12,7 @@ from mpi_util import everywhere
 from pyfw.errors import ConfigurationError
 
 W = MPI.COMM_WORLD
-PARAMS = dict(shape=(26, 36, 34), length_mm=16.0, thickness_mm=4.0, steady_tol=1e-9)
+PARAMS = dict(shape=(36, 36, 34), length_mm=16.0, thickness_mm=4.0, steady_tol=1e-9)
 
 
 def simulate(comm, cuts=None, rebalance_to=None, steps=24, **params):

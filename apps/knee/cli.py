@@ -64,9 +64,10 @@ def _model_options(g) -> None:
     g.add_argument("--subcutis", type=float, default=10.0,
                    help="skin (2 mm) and subcutaneous fat over the muscles and the quadriceps "
                         "tendon, mm (default 10; a skinfold measures twice this)")
-    g.add_argument("--device-at", type=float, default=0.0, metavar="MM",
+    g.add_argument("--device-at", type=float, default=None, metavar="MM",
                    help="centre of the device along the leg, mm above the joint line "
-                        "(default 0; e.g. 40 for the thigh muscle probe, -40 for the calf's)")
+                        "(default: the patella's centre, 27 mm at full size; e.g. 40 for the "
+                        "thigh muscle probe, -40 for the calf's)")
     g.add_argument("--pouch", type=float, default=2.0, metavar="MM",
                    help="fluid depth of the suprapatellar pouch, mm (default 2: a healthy "
                         "knee; more for a joint distended by fluid)")

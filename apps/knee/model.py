@@ -78,7 +78,8 @@ class Params:
     irrigant_temp: float = 24.5    # C, the irrigated cavity's temperature
     tourniquet: bool = False       # no blood flow in the leg during the arthroscopy
     subcutis_mm: float = phantom.SUBCUTIS_MM   # skin + subcutaneous fat (half a skinfold)
-    device_at_mm: float = 0.0      # the device's centre above the joint line (below: < 0)
+    device_at_mm: float | None = None  # the device's centre above the joint line (below:
+                                       # < 0; None: the patella's centre)
     pouch_mm: float = phantom.POUCH_MM   # fluid depth of the suprapatellar pouch
 
     def geometry(self) -> phantom.Geometry:
