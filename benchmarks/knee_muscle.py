@@ -26,7 +26,7 @@ the model's contact) on one 100-degree side of the leg, 120 mm long,
 centred on the probe (``--device-at``): the thigh probe sits in vastus lateralis 40 mm
 above the joint line, the calf probes medially 40 mm below it (``Geometry.points``).
 Otte's bag lay on the anterior thigh; the phantom's front 40 mm above the joint line is
-the quadriceps tendon over the pouch, not muscle, so the bag and the probe go to the
+the patella's upper part and the pouch, not muscle, so the bag and the probe go to the
 lateral side, where skin, fat and muscle lie in the same order. The
 bag sizes differ (750 g and 1.8 kg); the model's pack holds ice for the whole run either
 way, so its size matters only through its footprint. The couplings are the model's
