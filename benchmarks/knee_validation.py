@@ -253,7 +253,7 @@ def plot(d):
                  "out; bars: reported spread or +-30 %); "
                  + ", ".join(f"{k} = {v:g}" for k, v in d["fitted"].items()),
                  fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / (3.4 * rows)))   # room for the title
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))   # 0.3 in for the title
     fig.savefig(os.path.join(RESULTS, "knee_validation.png"), dpi=110)
     plt.close(fig)
 
