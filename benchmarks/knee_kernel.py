@@ -104,7 +104,7 @@ def knee_times(shape, repeat):
     # the enthalpy update (_phase_step) after the main loop, as the solver does
     tid[tid == ID["gel"]] = ID["ice"]
     P = np.empty(shape)
-    K._perf_factor(T, tid, P, tab.kap, tab.tref, 1.0)
+    K._perf_factor(T, tid, P, tab.kap, tab.tref, 1.0, 1.0)
     idx = K._phase_index(tid, tab.pc, 1, shape[0] - 1)
 
     def knee_step():

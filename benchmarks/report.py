@@ -294,13 +294,16 @@ def knee_muscle(d):
              _g(r["measured"]) + ("" if r["sd"] is None else f" ± {_g(r['sd'])}"),
              fmt(r["model"]), f"{fmt(r['model_band'][0])}–{fmt(r['model_band'][1])}",
              "–" if r["relative_error"] is None else f"{100 * r['relative_error']:+.0f} %",
-             "yes" if r["within"] else "no"] for r in d["rows"]]
+             "yes" if r["within"] else "no", fmt(r["model_persistent"])
+             if "model_persistent" in r else "–"] for r in d["rows"]]
     fit = ", ".join(f"{k} = {_g(v)}" for k, v in d["fitted"].items())
     return (f"The model's default couplings ({fit}) are the knee validation's fit on Otte's "
             f"groups; Myrer's targets are held out. {d['within']} of {d['targets']} targets "
-            f"within the study's SD or ±30 %. Model band: the group's skinfold range.\n\n"
+            f"within the study's SD or ±30 %. Model band: the group's skinfold range. "
+            f"Persistent: the rewarming with vessels that never open again after the cold "
+            f"(`--perfusion-recovery inf`), for comparison.\n\n"
             + _table(["study", "skinfold mm", "subcutis mm", "point", "target", "measured",
-                      "model", "model band", "error", "within"], rows))
+                      "model", "model band", "error", "within", "persistent"], rows))
 
 
 def knee_convergence(d):

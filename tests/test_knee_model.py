@@ -105,6 +105,9 @@ def test_summary_reports_the_end_asked_for_unless_it_is_a_mark():
         Params(perfusion_lag=-1.0).validate()
     with pytest.raises(ConfigurationError, match="perfusion_lag"):
         Params(perfusion_lag=float("inf")).validate()
+    with pytest.raises(ConfigurationError, match="perfusion_recovery"):
+        Params(perfusion_recovery=float("nan")).validate()
+    Params(perfusion_recovery=float("inf")).validate()       # never: a persisting constriction
 
 
 def test_suprapatellar_probe_lies_under_fat_and_the_quadriceps_tendon():
@@ -305,6 +308,47 @@ def test_changing_the_pack_contact_during_a_run():
                                           thickness_mm=6.0), balance=False, log=lambda *a: None)
     with pytest.raises(ConfigurationError, match="started run"):
         fresh.change_tissues({"ice.contact": 0.0})
+
+
+def test_taking_the_device_off_rewarms_the_skin_and_restarts_across_it(tmp_path):
+    """Up to the removal the run is bitwise the run with the device on; then the pack's
+    voxels are room air, the skin rewarms while the covered one keeps cooling, and a
+    restart from before or after the removal continues bitwise."""
+    kw = dict(shape=(44, 44, 42), length_mm=20.0, thickness_mm=6.0, steady_tol=1e-7)
+    quiet = dict(balance=False, log=lambda *a: None)
+
+    def started(**extra):
+        r = KneeRun(MPI.COMM_SELF, Params(**kw, **extra), **quiet)
+        r.steady_state()
+        r.start_cooling()
+        return r
+
+    on, off = started(), started(device_off_min=2.0)
+    for r in (on, off):
+        r.run(minutes=5, history_every=30)
+    n = int(np.searchsorted(off.history["t"], off.off_step() * off.solver.dt))  # before it
+    assert n > 2 and on.history["skin_anterior"][:n] == off.history["skin_anterior"][:n]
+    skin = np.array(off.history["skin_anterior"])
+    assert skin[-1] > skin[n - 1] + 2.0                  # the open skin rewarms
+    assert on.history["skin_anterior"][-1] < on.history["skin_anterior"][n - 1]
+    tid, T = off.dom.interior("tid"), off.dom.interior("T")
+    assert not (tid == ID["ice"]).any()
+    was_pack = on.dom.interior("tid") == ID["ice"]
+    assert was_pack.any() and np.all(tid[was_pack] == ID["air"])
+    assert np.all(T[was_pack] == off.p.ambient)
+    for stop in (1.0, 3.0):                              # before and after the removal
+        first = started(device_off_min=2.0)
+        first.run(minutes=stop, history_every=30)
+        path = str(tmp_path / f"ckpt{stop:g}.h5")
+        first.save(path)
+        again = KneeRun.restart(MPI.COMM_SELF, path, **quiet)
+        again.run(minutes=5, history_every=30)
+        assert np.array_equal(again.dom.interior("T"), off.dom.interior("T")), stop
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ConfigurationError, match="device_off_min"):
+            Params(device_off_min=bad).validate()
+    with pytest.raises(ConfigurationError, match="needs a device"):
+        Params(device="none", device_off_min=5.0).validate()
 
 
 def test_knee_benchmarks_keep_the_full_leg():

@@ -184,6 +184,34 @@ def test_perfusion_lag_relaxes_the_factor_exponentially():
         HeatSolver(dom, Tables(tis, 1e-3), perfusion_lag=-1.0)
 
 
+def test_perfusion_recovery_sets_how_fast_constricted_vessels_open_again():
+    """Where the tissue has rewarmed above what its factor says (the law wants more flow),
+    the factor rises with the recovery time constant, not the lag; with inf it stays put;
+    without one it rises as it falls (the lag's constant)."""
+    shape = (5, 5, 5)
+    tis = [WALL, Tissue("p", 0.5, 1000, 4000, perfusion=0.0, qm=0.0, q10=4.0)]
+    dom = SlabDomain(MPI.COMM_SELF, shape)
+    dom.set_from_global("tid", ring(shape))
+    dom.set_from_global("T", np.full(shape, 27.0))          # law: 4 ** -1 = 0.25
+    every = 10.0
+    for lag, recovery, tau in ((0.0, 600.0, 600.0), (60.0, None, 60.0),
+                               (0.0, math.inf, math.inf)):
+        s = HeatSolver(dom, Tables(tis, 1e-3), perfusion_every=every, perfusion_lag=lag,
+                       perfusion_recovery=recovery)
+        s.prepare()
+        dom["P"][...] = 0.1                                    # as if cooled further before
+        s.advance(12 * s._pevery)
+        t = 12 * s._pevery * s.dt
+        assert dom.interior("P")[2, 2, 2] == pytest.approx(
+            0.25 - 0.15 * math.exp(-t / tau), rel=1e-12), (lag, recovery)
+    s = HeatSolver(dom, Tables(tis, 1e-3), perfusion_every=every, perfusion_recovery=math.inf)
+    dom["P"][...] = 1.0                          # colder than the factor says: falls at once
+    s.advance(1)
+    assert dom.interior("P")[2, 2, 2] == pytest.approx(0.25, rel=1e-14)
+    with pytest.raises(ConfigurationError, match="perfusion_recovery"):
+        HeatSolver(dom, Tables(tis, 1e-3), perfusion_recovery=-1.0)
+
+
 def test_contact_resistance_adds_in_series_at_the_interface():
     """A contact resistance on one layer adds to the series resistance of the bar once, at
     the interface between the layers only, and makes the temperature jump there by q Rc."""

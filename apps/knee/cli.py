@@ -55,6 +55,10 @@ def _model_options(g) -> None:
     g.add_argument("--device", choices=("gel", "cuff", "none"), default="gel",
                    help="cooling device: gel = a pack of --pack material (default), cuff = "
                         "fixed-temperature cryo-cuff, none = uncooled")
+    g.add_argument("--device-off", type=float, default=None, metavar="MIN",
+                   help="take the device off after this many minutes of cooling; the run "
+                        "goes on to --minutes with the skin open to the room (default: on "
+                        "for the whole run)")
     g.add_argument("--sides", default="anterior,medial,lateral",
                    help="sides the device covers (100 degree sectors each), comma list of anterior, "
                         "posterior, medial, lateral (default anterior,medial,lateral)")
@@ -92,6 +96,10 @@ def _model_options(g) -> None:
     g.add_argument("--perfusion-lag", type=float, default=0.0,
                    help="time constant (s) with which perfusion follows the temperature "
                         "(vessels take minutes to constrict; default 0: at once)")
+    g.add_argument("--perfusion-recovery", type=float, default=None, metavar="S",
+                   help="time constant (s) with which constricted vessels open again as the "
+                        "tissue rewarms (default: as --perfusion-lag; inf: never, a "
+                        "vasoconstriction that persists after the cold)")
     g.add_argument("--arthroscopy", type=float, default=0.0, metavar="MIN",
                    help="minutes of arthroscopic irrigation before the device goes on: the "
                         "joint cavity is held at --irrigant-temp, and t = 0 is the end of the "
@@ -162,8 +170,9 @@ def sensitivity_band(p, summ) -> dict | None:
         return None
     ref = Params()
     same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack",
-            "perfusion_lag", "pack_temp", "t_arterial", "ambient", "h_air", "overrides",
-            "arthroscopy_min", "tourniquet", "subcutis_mm", "device_at_mm", "pouch_mm")
+            "perfusion_lag", "perfusion_recovery", "pack_temp", "t_arterial", "ambient",
+            "h_air", "overrides", "arthroscopy_min", "tourniquet", "subcutis_mm",
+            "device_at_mm", "pouch_mm", "device_off_min")
     if any(getattr(p, k) != getattr(ref, k) for k in same):
         return None
     with open(SENSITIVITY) as fh:
@@ -202,13 +211,13 @@ def _start(args, comm, log, kw):
                thickness_mm=args.thickness, length_mm=args.length,
                bandage_mm=args.bandage, pack_temp=args.pack_temp, pack=args.pack,
                t_arterial=args.t_arterial, perfusion_every=args.perfusion_every,
-               perfusion_lag=args.perfusion_lag,
+               perfusion_lag=args.perfusion_lag, perfusion_recovery=args.perfusion_recovery,
                cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
                overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol,
                arthroscopy_min=args.arthroscopy, irrigant_temp=args.irrigant_temp,
                tourniquet=args.tourniquet,
                subcutis_mm=args.subcutis, device_at_mm=args.device_at,
-               pouch_mm=args.pouch)
+               pouch_mm=args.pouch, device_off_min=args.device_off)
     run = KneeRun(comm, p, **kw)
     run.steady_state()
     run.irrigate()

@@ -149,19 +149,22 @@ def _phase_index(tid, pc, k0, k1):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _perf_factor(T, tid, P, kap, tref, relax):  # pragma: no cover - compiled
+def _perf_factor(T, tid, P, kap, tref, relax, relax_up):  # pragma: no cover - compiled
     """The vasoconstriction law per voxel: ``P`` moves the fraction ``relax`` of the way to
-    ``exp(kap (T - tref))`` below tref, else 1 (``relax = 1``: straight to it)."""
+    ``exp(kap (T - tref))`` below tref, else 1, where that target is below ``P`` (the vessels
+    constrict), and the fraction ``relax_up`` where it is above (they dilate again); 1:
+    straight to it, 0: not at all."""
     nz, ny, nx = T.shape
     for k in range(nz):
         for j in range(ny):
             for i in range(nx):
                 t = tid[k, j, i]
                 target = _pfac(T[k, j, i], kap[t], tref[t])
-                if relax >= 1.0:
+                f = relax if target < P[k, j, i] else relax_up
+                if f >= 1.0:
                     P[k, j, i] = target
                 else:
-                    P[k, j, i] += relax * (target - P[k, j, i])
+                    P[k, j, i] += f * (target - P[k, j, i])
 
 
 @njit(cache=True, nogil=True)

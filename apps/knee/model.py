@@ -52,7 +52,11 @@ class Params:
     10.1007/BF01466616), and t = 0 is the end of the operation, when the device is put on.
     With ``tourniquet`` the leg has no blood flow during the operation (a thigh tourniquet,
     common in knee arthroscopy; the cited studies' abstracts do not say whether they used
-    one); it is released when the device goes on."""
+    one); it is released when the device goes on.
+
+    With ``device_off_min`` the device comes off after that many minutes of cooling (a
+    20-min treatment, say) and the run goes on with the skin (or the dressing) open to the
+    room, as the studies that follow the rewarming did."""
     shape: tuple = (200, 160, 160)
     dx_mm: float = 1.0
     device: str = "gel"
@@ -68,6 +72,10 @@ class Params:
     # flow under a cold pack held for 5 min and fell 49 % by 10 min (Thorsson et al., Med Sci
     # Sports Exerc 17 (1985) 710); the sensitivity study runs 0 .. 600 s
     perfusion_lag: float = 0.0
+    # s, time constant with which constricted vessels open again as the tissue rewarms: None
+    # as fast as they closed; inf never (skin blood flow stayed depressed for the 2 h after
+    # 1 h of cooling at the knee, Khoshnevis et al., J Biomech Eng 138 (2016) 031004)
+    perfusion_recovery: float | None = None
     cuff_temp: float = 8.0         # assumed: cryo-cuff liquids run 5-15 C (Ohkoshi 1999: 5, 10)
     ambient: float = 24.0          # room air, within the 20-25 C of the research notes
     h_air: float = 10.0
@@ -81,6 +89,7 @@ class Params:
     device_at_mm: float | None = None  # the device's centre above the joint line (below:
                                        # < 0; None: the patella's centre)
     pouch_mm: float = phantom.POUCH_MM   # fluid depth of the suprapatellar pouch
+    device_off_min: float | None = None  # minutes of cooling before the device comes off
 
     def geometry(self) -> phantom.Geometry:
         """The phantom's grid and device layout for these parameters."""
@@ -111,9 +120,20 @@ class Params:
         if not (self.perfusion_lag >= 0 and math.isfinite(self.perfusion_lag)):
             raise ConfigurationError(f"perfusion_lag must be a finite number of seconds >= 0, "
                                      f"got {self.perfusion_lag}")
+        rec = self.perfusion_recovery
+        if rec is not None and not rec >= 0:
+            raise ConfigurationError(f"perfusion_recovery must be a number of seconds >= 0 "
+                                     f"(inf: never), got {rec}")
         if not (self.arthroscopy_min >= 0 and math.isfinite(self.arthroscopy_min)):
             raise ConfigurationError(f"arthroscopy_min must be a finite number of minutes "
                                      f">= 0, got {self.arthroscopy_min}")
+        off = self.device_off_min
+        if off is not None and not (off > 0 and math.isfinite(off)):
+            raise ConfigurationError(f"device_off_min must be a finite number of minutes "
+                                     f"> 0, got {off}")
+        if off is not None and self.device == "none":
+            raise ConfigurationError("device_off_min needs a device to take off "
+                                     "(device is 'none')")
 
     def key(self) -> str:
         """These parameters as canonical JSON (stored in checkpoints, compared on restart)."""
@@ -209,7 +229,8 @@ class KneeRun:
         T, tid = self.dom.fields["T"], self.dom.fields["tid"]
         T[1:-1][tid[1:-1] == fluid] = p.irrigant_temp
         s = HeatSolver(self.dom, tab, dt=None, overlap=self.overlap, balancer=self.balancer,
-                       perfusion_every=p.perfusion_every, perfusion_lag=p.perfusion_lag)
+                       perfusion_every=p.perfusion_every, perfusion_lag=p.perfusion_lag,
+                       perfusion_recovery=p.perfusion_recovery)
         s.prepare()
         s.advance(int(math.ceil(p.arthroscopy_min * 60.0 / s.dt - 1e-9)))
         self.log(f"arthroscopy: cavity held at {p.irrigant_temp:g} C for "
@@ -246,7 +267,8 @@ class KneeRun:
         self.solver = HeatSolver(self.dom, self.tab, dt=self.p.dt, overlap=self.overlap,
                                  balancer=self.balancer,
                                  perfusion_every=self.p.perfusion_every,
-                                 perfusion_lag=self.p.perfusion_lag)
+                                 perfusion_lag=self.p.perfusion_lag,
+                                 perfusion_recovery=self.p.perfusion_recovery)
         self.solver.prepare()
 
     # ------------------------------------------------------------------ checkpoints
@@ -305,10 +327,15 @@ class KneeRun:
         # a line every PROGRESS_EVERY s of wall time (a batch log must show the job is alive);
         # advances are cut at the next history step at least, so a line is never late by much
         chunk = max(1, min(per(30.0), end - start))
+        off = self.off_step()
         while s.step_count < end:
             nxt = [end, s.step_count + chunk] + [(s.step_count // q + 1) * q
                                                  for q in (h, sn, ck) if q]
+            if off is not None and s.step_count < off:
+                nxt.append(off)
             s.advance(min(nxt) - s.step_count)
+            if s.step_count == off:
+                self.remove_device()
             now = time.perf_counter()
             if now >= report:
                 report = now + PROGRESS_EVERY
@@ -325,6 +352,22 @@ class KneeRun:
         self.steps_done = s.step_count - start
         if self.history["t"][-1] != s.time:
             self._record()
+
+    def off_step(self) -> int | None:
+        """The step at which the device comes off (``device_off_min``), or None."""
+        if self.p.device_off_min is None:
+            return None
+        return int(math.ceil(self.p.device_off_min * 60.0 / self.solver.dt - 1e-9))
+
+    def remove_device(self) -> None:
+        """Take the device off now (collective): its voxels (pack or cuff) become room air
+        at ``ambient``; a dressing stays on the skin. The steps before it are unchanged, so
+        a run that stops later continues from the same state on restart (the checkpoint
+        holds the tissue ids)."""
+        self.solver.replace_material([ID[PACKS[self.p.pack]], ID["cuff"]], ID["air"],
+                                     self.p.ambient)
+        self.log(f"device off at {self.solver.time / 60:.1f} min: the skin is open to the "
+                 f"room ({self.p.ambient:g} C)")
 
     # ------------------------------------------------------------------ results
     def summary(self, marks=(30, 60, 90)) -> dict:

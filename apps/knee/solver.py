@@ -96,18 +96,24 @@ class HeatSolver:
     dependent perfusion factor lives in field ``P``, refreshed from ``T`` every
     ``perfusion_every`` seconds of simulated time (0: every step). With ``perfusion_lag``
     > 0 (seconds) the factor follows the temperature with that first-order time constant
-    instead of at once (vessels take minutes to constrict)."""
+    instead of at once (vessels take minutes to constrict). ``perfusion_recovery`` (seconds)
+    is the time constant with which it rises again when the tissue rewarms: None, the same
+    as the fall; ``inf``, never (a cold-induced vasoconstriction that persists)."""
 
     def __init__(self, dom, tables: Tables, dt: float | None = None, safety: float = 0.9,
                  overlap: bool = True, balancer=None, perfusion_every: float = 10.0,
-                 perfusion_lag: float = 0.0):
+                 perfusion_lag: float = 0.0, perfusion_recovery: float | None = None):
         self.dom, self.tab = dom, tables
         if not perfusion_every >= 0:
             raise ConfigurationError("perfusion_every must be >= 0 (seconds)")
         if not perfusion_lag >= 0:
             raise ConfigurationError("perfusion_lag must be >= 0 (seconds)")
         self.perfusion_every = float(perfusion_every)
+        if perfusion_recovery is not None and not perfusion_recovery >= 0:
+            raise ConfigurationError("perfusion_recovery must be >= 0 (seconds) or None")
         self.perfusion_lag = float(perfusion_lag)
+        self.perfusion_recovery = (self.perfusion_lag if perfusion_recovery is None
+                                   else float(perfusion_recovery))
         self._pc_key, self._pc_idx = None, None
         self.overlap, self.balancer = overlap, balancer
         if "tid" not in dom.fields or dom.fields["tid"].dtype != np.uint8:
@@ -173,6 +179,30 @@ class HeatSolver:
         self._g = tables.g(self.dt)
         self._pc_key = None          # the phase-change voxels may differ
 
+    def replace_material(self, old_ids, new_id: int, temperature: float) -> None:
+        """Turn every voxel of the tissues ``old_ids`` into tissue ``new_id`` at
+        ``temperature`` (C) from now on, e.g. a pack taken off: its voxels become room air.
+        Collective. The time step stays and must be stable with the new voxels
+        (:class:`UnstableTimeStep` otherwise, with nothing changed)."""
+        d = self.dom
+        tid, T = d.fields["tid"], d.fields["T"]
+        if not 0 <= int(new_id) < len(self.tab.tissues):
+            raise ConfigurationError(f"tissue id {new_id} not in the table")
+        hit = np.isin(tid[1:-1], np.asarray(old_ids, dtype=np.uint8))
+        before = tid[1:-1][hit].copy()
+        tid[1:-1][hit] = new_id
+        d.exchange(["tid"])
+        limit = self.stable_dt()
+        if self.dt > limit:
+            tid[1:-1][hit] = before
+            d.exchange(["tid"])
+            raise UnstableTimeStep(f"time step {self.dt:.6g} s is above the stability limit "
+                                   f"{limit:.6g} s with the replaced voxels")
+        self.dt_limit = limit
+        T[1:-1][hit] = temperature
+        self._pc_key = None          # the phase-change voxels differ
+        self.prepare()
+
     # -------------------------------------------------------------- stepping
     def prepare(self) -> None:
         """Call after changing ``T`` by hand: copies it into the scratch field and exchanges
@@ -186,14 +216,15 @@ class HeatSolver:
             self.refresh_perfusion(at_once=True)
 
     def refresh_perfusion(self, at_once: bool = False) -> None:
-        """P = the vasoconstriction factor at the current temperatures, or (with a lag) P
-        moved towards it by what the lag allows over one refresh interval (local, no
-        messages)."""
+        """P = the vasoconstriction factor at the current temperatures, or (with a lag or a
+        recovery time) P moved towards it by what that time constant allows over one
+        refresh interval (local, no messages)."""
         d, t = self.dom, self.tab
-        relax = 1.0
-        if self.perfusion_lag > 0 and not at_once:
-            relax = -np.expm1(-self._pevery * self.dt / self.perfusion_lag)
-        K._perf_factor(d.fields["T"], d.fields["tid"], d.fields["P"], t.kap, t.tref, relax)
+
+        def share(tau):     # of the way to the target over one refresh interval
+            return 1.0 if at_once or tau == 0 else -np.expm1(-self._pevery * self.dt / tau)
+        K._perf_factor(d.fields["T"], d.fields["tid"], d.fields["P"], t.kap, t.tref,
+                       share(self.perfusion_lag), share(self.perfusion_recovery))
 
     def _phase_voxels(self) -> np.ndarray:
         """Row runs of the phase-change voxels, rebuilt when the slab changes."""
