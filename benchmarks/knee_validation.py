@@ -23,7 +23,12 @@ Scenarios, set up from each study's methods as far as the model can express them
   correlated). The model's joint has no gutters, so its pouch stands for both:
   cryo-cuff (liquid at 8 C) 2.2 C in the first hour, while untreated knees *rose* 5.0 C
   (2001: 7.1 C between them at 60 min); ice 2.7-5 C at 1 h, untreated knees rose 1.7-3 C
-  (2002: 6 C between them at 1 h). **Sanchez-Inchausti et al. 2005 (Arthroscopy 21:552)**:
+  (2002: 6 C between them at 1 h). Both ran two hours: in 2002 one group had ice in the
+  first hour only and the other in the second only (their joints fell 2.7-5 C with ice
+  and rose 1.7-3 C without, in either hour: the abstract pools the groups); in 2001 the
+  cuff group fell a further 0.79 C in the second hour and the controls, given the cold
+  then, fell 4.0 C. The second hours (``--device-off 60`` / ``--device-on 60``) are
+  targets of their own, the change over minutes 60-120. **Sanchez-Inchausti et al. 2005 (Arthroscopy 21:552)**:
   a 2 kg bag of ice after arthroscopy, "almost 4 C in the first hour". All **held out**.
   These knees start cold: the cavity ends the operation at the saline's temperature (24.5 C
   against 32.2 C before), so the model runs the arthroscopy first (``--arthroscopy 45``:
@@ -91,6 +96,7 @@ CUFF = ["--device", "cuff", "--cuff-temp", "8"]
 COLD_AIR = ["--device", "cuff", "--cuff-temp", "-30"]   # blown air: a "cuff" at the air's T
 
 #: study -> (kind, args, minutes, {point@minute: (measured drop C, spread low, spread high)});
+#: a target ``point@a-b`` is the drop between minutes a and b (a rise is negative);
 #: kind says which fitted coupling applies: "ice" (pack contact), "air" (blown-air h), "cuff",
 #: "none" (no device: the Q10 alone). A rise is a negative drop.
 STUDIES = {
@@ -114,6 +120,20 @@ STUDIES = {
                                              {"suprapatellar_pouch@60": (-5.0, None, None)}),
     "Sanchez-Inchausti ice (post-op)": ("ice", POST_OP + ICE, 60,
                                         {"suprapatellar_pouch@60": (3.9, None, None)}),
+    # the second hour of Martin's protocols (the change over it: a drop, or a rise < 0).
+    # 2002: ice for the first hour only (group 1) or the second only (group 2); 2001: the
+    # cuff for both hours, or none in the first and then the same device (the controls)
+    "Martin 2002 ice, then none: 2nd hour (post-op)": (
+        "ice", POST_OP + ICE + ["--device-off", "60"], 120,
+        {"suprapatellar_pouch@60-120": (-2.35, -3.0, -1.7)}),
+    "Martin 2002 none, then ice: 2nd hour (post-op)": (
+        "ice", POST_OP + ICE + ["--device-on", "60"], 120,
+        {"suprapatellar_pouch@60-120": (3.85, 2.7, 5.0)}),
+    "Martin 2001 cryo-cuff: 2nd hour (post-op)": (
+        "cuff", POST_OP + CUFF, 120, {"suprapatellar_pouch@60-120": (0.79, None, None)}),
+    "Martin 2001 none, then cuff: 2nd hour (post-op)": (
+        "cuff", POST_OP + CUFF + ["--device-on", "60"], 120,
+        {"suprapatellar_pouch@60-120": (4.0, None, None)}),
     "Cryo/Cuff 1998 dressing only (post-op)": (
         "none", POST_OP + ["--irrigant-temp", "27.5"] + NO_DEVICE, 60,
         {"suprapatellar_pouch@60": (-7.3, None, None)}),
@@ -178,14 +198,17 @@ def model_values(study, fitted, grid, curves=None, arthroscopy=None):
         args = list(args)
         args[args.index("--arthroscopy") + 1] = str(arthroscopy)
     summ = run_summary(args + fitted_args(kind, fitted), grid, minutes)
-    drops, hist = summ["summary"]["drop"], summ["history"]
+    hist = summ["history"]
+    t = np.asarray(hist["t"]) / 60.0
     out = {}
     for key in targets:
-        point, minute = key.split("@")
-        out[key] = drops[minute][point]
+        point, when = key.split("@")
+        t0 = summ["summary"]["t0"][point]
+        temp = lambda m: float(np.interp(float(m), t, hist[point]))  # noqa: E731
+        a, _, b = when.partition("-")
+        out[key] = temp(a) - temp(b) if b else t0 - temp(a)
         if curves is not None:
-            t0 = summ["summary"]["t0"][point]
-            curves[point] = ([t / 60.0 for t in hist["t"]], [t0 - v for v in hist[point]])
+            curves[point] = (t.tolist(), [t0 - v for v in hist[point]])
     return out
 
 
@@ -235,11 +258,18 @@ def plot(d):
             c = colours.setdefault(point, f"C{len(colours)}")
             ax.plot(t, drop, c=c, label=f"model, {point.replace('_', ' ')}")
         for r in (r for r in d["table"] if r["study"] == study):
-            point, minute = r["target"].split("@")
-            c, m, y = colours[point], float(minute), r["measured"]
+            point, when = r["target"].split("@")
+            a, _, b = when.partition("-")
+            c, m, y = colours[point], float(b or a), r["measured"]
             lo, hi = r["spread"] if r["spread"][0] is not None else sorted((0.7 * y, 1.3 * y))
-            ax.errorbar(m, y, yerr=[[y - lo], [hi - y]], fmt="o", c=c, capsize=3, alpha=0.5)
-            ax.plot(m, y, "s" if r["fit"] else "o", c=c, mec="k", label=None)
+            base = 0.0
+            if b:     # a change over [a, b]: drawn from the model's curve at a
+                t, drop = d["curves"][study][point]
+                base = float(np.interp(float(a), t, drop))
+                ax.plot([float(a), m], [base, base + y], ":", c=c)
+            ax.errorbar(m, base + y, yerr=[[y - lo], [hi - y]], fmt="o", c=c, capsize=3,
+                        alpha=0.5)
+            ax.plot(m, base + y, "s" if r["fit"] else "o", c=c, mec="k", label=None)
         targets = [r for r in d["table"] if r["study"] == study]
         role = ("fitted" if all(r["fit"] for r in targets) else
                 "partly fitted" if any(r["fit"] for r in targets) else "held out")
@@ -250,7 +280,8 @@ def plot(d):
     for ax in list(axes.flat)[len(studies):]:
         ax.axis("off")
     fig.suptitle("knee model (lines) against measured drops (squares: fitted on, dots: held "
-                 "out; bars: reported spread or +-30 %); "
+                 "out; bars: reported spread or +-30 %; dotted: a change over an interval, "
+                 "from the model's curve at its start); "
                  + ", ".join(f"{k} = {v:g}" for k, v in d["fitted"].items()),
                  fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))   # 0.3 in for the title

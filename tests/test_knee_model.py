@@ -310,10 +310,11 @@ def test_changing_the_pack_contact_during_a_run():
         fresh.change_tissues({"ice.contact": 0.0})
 
 
-def test_taking_the_device_off_rewarms_the_skin_and_restarts_across_it(tmp_path):
-    """Up to the removal the run is bitwise the run with the device on; then the pack's
-    voxels are room air, the skin rewarms while the covered one keeps cooling, and a
-    restart from before or after the removal continues bitwise."""
+def test_putting_the_device_on_later_and_taking_it_off_and_restarts_across_both(tmp_path):
+    """Before the device goes on the knee stays at its steady state; it cools while the
+    device is on; up to the removal a run is bitwise the run that keeps it on; then the
+    pack's voxels are room air and the skin rewarms while the covered one keeps cooling. A
+    restart from before, between or after the two continues bitwise."""
     kw = dict(shape=(44, 44, 42), length_mm=20.0, thickness_mm=6.0, steady_tol=1e-7)
     quiet = dict(balance=False, log=lambda *a: None)
 
@@ -323,32 +324,42 @@ def test_taking_the_device_off_rewarms_the_skin_and_restarts_across_it(tmp_path)
         r.start_cooling()
         return r
 
+    def skin_at(r, minutes):
+        return np.interp(minutes * 60.0, r.history["t"], r.history["skin_anterior"])
+
     on, off = started(), started(device_off_min=2.0)
     for r in (on, off):
         r.run(minutes=5, history_every=30)
-    n = int(np.searchsorted(off.history["t"], off.off_step() * off.solver.dt))  # before it
+    (step, _), = off.device_events()
+    n = int(np.searchsorted(off.history["t"], step * off.solver.dt))  # records before it
     assert n > 2 and on.history["skin_anterior"][:n] == off.history["skin_anterior"][:n]
-    skin = np.array(off.history["skin_anterior"])
-    assert skin[-1] > skin[n - 1] + 2.0                  # the open skin rewarms
-    assert on.history["skin_anterior"][-1] < on.history["skin_anterior"][n - 1]
+    assert skin_at(off, 5) > skin_at(off, 2) + 2.0              # the open skin rewarms
+    assert skin_at(on, 5) < skin_at(on, 2)
     tid, T = off.dom.interior("tid"), off.dom.interior("T")
-    assert not (tid == ID["ice"]).any()
     was_pack = on.dom.interior("tid") == ID["ice"]
-    assert was_pack.any() and np.all(tid[was_pack] == ID["air"])
-    assert np.all(T[was_pack] == off.p.ambient)
-    for stop in (1.0, 3.0):                              # before and after the removal
-        first = started(device_off_min=2.0)
+    assert was_pack.any() and not (tid == ID["ice"]).any()
+    assert np.all(tid[was_pack] == ID["air"]) and np.all(T[was_pack] == off.p.ambient)
+
+    later = started(device_on_min=1.0, device_off_min=3.0)
+    assert later.solver.dt == on.solver.dt          # the step of the device-on tissues
+    later.run(minutes=5, history_every=30)
+    t0 = later.t0_values["skin_anterior"]
+    assert abs(skin_at(later, 0.99) - t0) < 0.01                # left alone: steady
+    assert skin_at(later, 3) < t0 - 3.0 and skin_at(later, 5) > skin_at(later, 3) + 2.0
+    for stop in (0.5, 2.0, 4.0):            # before, between and after on and off
+        first = started(device_on_min=1.0, device_off_min=3.0)
         first.run(minutes=stop, history_every=30)
         path = str(tmp_path / f"ckpt{stop:g}.h5")
         first.save(path)
         again = KneeRun.restart(MPI.COMM_SELF, path, **quiet)
         again.run(minutes=5, history_every=30)
-        assert np.array_equal(again.dom.interior("T"), off.dom.interior("T")), stop
-    for bad in (0.0, -1.0, float("inf")):
-        with pytest.raises(ConfigurationError, match="device_off_min"):
-            Params(device_off_min=bad).validate()
-    with pytest.raises(ConfigurationError, match="needs a device"):
-        Params(device="none", device_off_min=5.0).validate()
+        assert np.array_equal(again.dom.interior("T"), later.dom.interior("T")), stop
+    for bad in (dict(device_off_min=0.0), dict(device_off_min=float("inf")),
+                dict(device_on_min=-1.0), dict(device_on_min=5.0, device_off_min=5.0)):
+        with pytest.raises(ConfigurationError, match="device_o"):
+            Params(**bad).validate()
+    with pytest.raises(ConfigurationError, match="need a device"):
+        Params(device="none", device_on_min=5.0).validate()
 
 
 def test_knee_benchmarks_keep_the_full_leg():

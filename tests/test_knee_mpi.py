@@ -54,9 +54,10 @@ def test_bitwise_identical_on_every_rank_count():
 @pytest.mark.mpi(min_size=2)
 def test_arthroscopy_and_device_removal_are_bitwise_identical_on_uneven_slabs():
     """The irrigation phase before the cooling (its own solver, the cavity held fixed) and
-    the device taken off during the cooling (step 6 of 24) give the serial fields on uneven
-    slabs of every rank count."""
-    post_op = dict(arthroscopy_min=0.5, bandage_mm=1.0, device_off_min=0.05)
+    the device put on and taken off during the cooling (steps 3 and 6 of 24) give the
+    serial fields on uneven slabs of every rank count."""
+    post_op = dict(arthroscopy_min=0.5, bandage_mm=1.0, device_on_min=0.025,
+                   device_off_min=0.05)
     ref = simulate(MPI.COMM_SELF, **post_op) if W.rank == 0 else None
     for n in range(2, W.size + 1):
         sub = W.Split(0 if W.rank < n else MPI.UNDEFINED, W.rank)

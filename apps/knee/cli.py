@@ -55,10 +55,12 @@ def _model_options(g) -> None:
     g.add_argument("--device", choices=("gel", "cuff", "none"), default="gel",
                    help="cooling device: gel = a pack of --pack material (default), cuff = "
                         "fixed-temperature cryo-cuff, none = uncooled")
+    g.add_argument("--device-on", type=float, default=0.0, metavar="MIN",
+                   help="put the device on at this minute; the knee is left alone before "
+                        "(default 0)")
     g.add_argument("--device-off", type=float, default=None, metavar="MIN",
-                   help="take the device off after this many minutes of cooling; the run "
-                        "goes on to --minutes with the skin open to the room (default: on "
-                        "for the whole run)")
+                   help="take the device off at this minute; the run goes on to --minutes "
+                        "with the skin open to the room (default: on to the end)")
     g.add_argument("--sides", default="anterior,medial,lateral",
                    help="sides the device covers (100 degree sectors each), comma list of anterior, "
                         "posterior, medial, lateral (default anterior,medial,lateral)")
@@ -172,7 +174,7 @@ def sensitivity_band(p, summ) -> dict | None:
     same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack",
             "perfusion_lag", "perfusion_recovery", "pack_temp", "t_arterial", "ambient",
             "h_air", "overrides", "arthroscopy_min", "tourniquet", "subcutis_mm",
-            "device_at_mm", "pouch_mm", "device_off_min")
+            "device_at_mm", "pouch_mm", "device_on_min", "device_off_min")
     if any(getattr(p, k) != getattr(ref, k) for k in same):
         return None
     with open(SENSITIVITY) as fh:
@@ -217,7 +219,8 @@ def _start(args, comm, log, kw):
                arthroscopy_min=args.arthroscopy, irrigant_temp=args.irrigant_temp,
                tourniquet=args.tourniquet,
                subcutis_mm=args.subcutis, device_at_mm=args.device_at,
-               pouch_mm=args.pouch, device_off_min=args.device_off)
+               pouch_mm=args.pouch, device_on_min=args.device_on,
+               device_off_min=args.device_off)
     run = KneeRun(comm, p, **kw)
     run.steady_state()
     run.irrigate()

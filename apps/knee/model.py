@@ -54,9 +54,10 @@ class Params:
     common in knee arthroscopy; the cited studies' abstracts do not say whether they used
     one); it is released when the device goes on.
 
-    With ``device_off_min`` the device comes off after that many minutes of cooling (a
-    20-min treatment, say) and the run goes on with the skin (or the dressing) open to the
-    room, as the studies that follow the rewarming did."""
+    With ``device_on_min`` the device goes on that many minutes after t = 0 (the knee is
+    left alone before: the second hour of a study's protocol), and with ``device_off_min``
+    it comes off at that minute (after a 20-min treatment, say) and the run goes on with the
+    skin (or the dressing) open to the room, as the studies that follow the rewarming did."""
     shape: tuple = (200, 160, 160)
     dx_mm: float = 1.0
     device: str = "gel"
@@ -89,7 +90,8 @@ class Params:
     device_at_mm: float | None = None  # the device's centre above the joint line (below:
                                        # < 0; None: the patella's centre)
     pouch_mm: float = phantom.POUCH_MM   # fluid depth of the suprapatellar pouch
-    device_off_min: float | None = None  # minutes of cooling before the device comes off
+    device_on_min: float = 0.0           # minute at which the device goes on
+    device_off_min: float | None = None  # minute at which it comes off (None: never)
 
     def geometry(self) -> phantom.Geometry:
         """The phantom's grid and device layout for these parameters."""
@@ -127,12 +129,15 @@ class Params:
         if not (self.arthroscopy_min >= 0 and math.isfinite(self.arthroscopy_min)):
             raise ConfigurationError(f"arthroscopy_min must be a finite number of minutes "
                                      f">= 0, got {self.arthroscopy_min}")
-        off = self.device_off_min
-        if off is not None and not (off > 0 and math.isfinite(off)):
+        on, off = self.device_on_min, self.device_off_min
+        if not (on >= 0 and math.isfinite(on)):
+            raise ConfigurationError(f"device_on_min must be a finite number of minutes "
+                                     f">= 0, got {on}")
+        if off is not None and not (off > on and math.isfinite(off)):
             raise ConfigurationError(f"device_off_min must be a finite number of minutes "
-                                     f"> 0, got {off}")
-        if off is not None and self.device == "none":
-            raise ConfigurationError("device_off_min needs a device to take off "
+                                     f"after device_on_min ({on:g}), got {off}")
+        if (off is not None or on > 0) and self.device == "none":
+            raise ConfigurationError("device_on_min and device_off_min need a device "
                                      "(device is 'none')")
 
     def key(self) -> str:
@@ -239,7 +244,8 @@ class KneeRun:
                  + ", ".join(f"{k} {v:.2f} C" for k, v in self.probe().items()))
 
     def start_cooling(self) -> None:
-        """Put the device on the steady-state knee (t = 0)."""
+        """Put the device on the steady-state knee (t = 0), or leave its place to the room's
+        air until ``device_on_min`` (the time step is the one with the device on)."""
         d, p = self.dom, self.p
         T = d.fields["T"]
         tid = d.set_from_global("tid", self._planes, np.uint8)
@@ -247,6 +253,8 @@ class KneeRun:
         T[1:-1][own == ID[PACKS[p.pack]]] = p.pack_temp
         T[1:-1][own == ID["cuff"]] = p.cuff_temp
         self._make_solver()
+        if p.device_on_min > 0:
+            self.take_device_off(quiet=True)
         self.t0_values = self.probe()
         self._record()
 
@@ -327,15 +335,15 @@ class KneeRun:
         # a line every PROGRESS_EVERY s of wall time (a batch log must show the job is alive);
         # advances are cut at the next history step at least, so a line is never late by much
         chunk = max(1, min(per(30.0), end - start))
-        off = self.off_step()
+        events = self.device_events()
         while s.step_count < end:
             nxt = [end, s.step_count + chunk] + [(s.step_count // q + 1) * q
                                                  for q in (h, sn, ck) if q]
-            if off is not None and s.step_count < off:
-                nxt.append(off)
+            nxt += [k for k, _ in events if k > s.step_count]
             s.advance(min(nxt) - s.step_count)
-            if s.step_count == off:
-                self.remove_device()
+            for k, act in events:
+                if s.step_count == k:
+                    act()
             now = time.perf_counter()
             if now >= report:
                 report = now + PROGRESS_EVERY
@@ -353,21 +361,39 @@ class KneeRun:
         if self.history["t"][-1] != s.time:
             self._record()
 
-    def off_step(self) -> int | None:
-        """The step at which the device comes off (``device_off_min``), or None."""
-        if self.p.device_off_min is None:
-            return None
-        return int(math.ceil(self.p.device_off_min * 60.0 / self.solver.dt - 1e-9))
+    def device_events(self) -> list:
+        """(step, action) of the device going on (``device_on_min`` > 0) and coming off
+        (``device_off_min``), in that order."""
+        p, dt = self.p, self.solver.dt
+        def step(minutes):
+            return int(math.ceil(minutes * 60.0 / dt - 1e-9))
+        out = []
+        if p.device_on_min > 0:
+            out.append((step(p.device_on_min), self.put_device_on))
+        if p.device_off_min is not None:
+            out.append((step(p.device_off_min), self.take_device_off))
+        return out
 
-    def remove_device(self) -> None:
+    def put_device_on(self) -> None:
+        """Put the device on now (collective): a fresh pack at ``pack_temp`` or the cuff at
+        ``cuff_temp`` where the phantom places it."""
+        d, p = self.dom, self.p
+        layout = self._planes(d.lo, d.hi)
+        for name, temp in ((PACKS[p.pack], p.pack_temp), ("cuff", p.cuff_temp)):
+            self.solver.set_material(layout == ID[name], ID[name], temp)
+        self.log(f"device on at {self.solver.time / 60:.1f} min")
+
+    def take_device_off(self, quiet: bool = False) -> None:
         """Take the device off now (collective): its voxels (pack or cuff) become room air
-        at ``ambient``; a dressing stays on the skin. The steps before it are unchanged, so
-        a run that stops later continues from the same state on restart (the checkpoint
-        holds the tissue ids)."""
-        self.solver.replace_material([ID[PACKS[self.p.pack]], ID["cuff"]], ID["air"],
-                                     self.p.ambient)
-        self.log(f"device off at {self.solver.time / 60:.1f} min: the skin is open to the "
-                 f"room ({self.p.ambient:g} C)")
+        at ``ambient``; a dressing stays on the skin. The checkpoint holds the tissue ids, so
+        a restart continues from either side of it."""
+        p = self.p
+        own = self.dom.fields["tid"][1:-1]
+        self.solver.set_material(np.isin(own, [ID[PACKS[p.pack]], ID["cuff"]]), ID["air"],
+                                 p.ambient)
+        if not quiet:
+            self.log(f"device off at {self.solver.time / 60:.1f} min: the skin is open to "
+                     f"the room ({p.ambient:g} C)")
 
     # ------------------------------------------------------------------ results
     def summary(self, marks=(30, 60, 90)) -> dict:

@@ -179,27 +179,31 @@ class HeatSolver:
         self._g = tables.g(self.dt)
         self._pc_key = None          # the phase-change voxels may differ
 
-    def replace_material(self, old_ids, new_id: int, temperature: float) -> None:
-        """Turn every voxel of the tissues ``old_ids`` into tissue ``new_id`` at
-        ``temperature`` (C) from now on, e.g. a pack taken off: its voxels become room air.
-        Collective. The time step stays and must be stable with the new voxels
-        (:class:`UnstableTimeStep` otherwise, with nothing changed)."""
+    def set_material(self, mask: np.ndarray, new_id: int, temperature: float) -> None:
+        """Turn this rank's voxels where ``mask`` (the shape of its own planes) is true into
+        tissue ``new_id`` at ``temperature`` (C) from now on: a pack put on (its voxels were
+        room air) or taken off (they become room air). Collective. The time step stays and
+        must be stable with the new voxels (:class:`UnstableTimeStep` otherwise, with
+        nothing changed)."""
         d = self.dom
         tid, T = d.fields["tid"], d.fields["T"]
         if not 0 <= int(new_id) < len(self.tab.tissues):
             raise ConfigurationError(f"tissue id {new_id} not in the table")
-        hit = np.isin(tid[1:-1], np.asarray(old_ids, dtype=np.uint8))
-        before = tid[1:-1][hit].copy()
-        tid[1:-1][hit] = new_id
+        own = tid[1:-1]
+        if mask.shape != own.shape:
+            raise ConfigurationError(f"mask of shape {mask.shape} for own planes "
+                                     f"{own.shape}")
+        before = own[mask].copy()
+        own[mask] = new_id
         d.exchange(["tid"])
         limit = self.stable_dt()
         if self.dt > limit:
-            tid[1:-1][hit] = before
+            own[mask] = before
             d.exchange(["tid"])
             raise UnstableTimeStep(f"time step {self.dt:.6g} s is above the stability limit "
-                                   f"{limit:.6g} s with the replaced voxels")
+                                   f"{limit:.6g} s with the new voxels")
         self.dt_limit = limit
-        T[1:-1][hit] = temperature
+        T[1:-1][mask] = temperature
         self._pc_key = None          # the phase-change voxels differ
         self.prepare()
 
