@@ -280,11 +280,11 @@ def plot(d):
     for ax in list(axes.flat)[len(studies):]:
         ax.axis("off")
     fig.suptitle("knee model (lines) against measured drops (squares: fitted on, dots: held "
-                 "out; bars: reported spread or +-30 %; dotted: a change over an interval, "
+                 "out; bars: reported spread or +-30 %;\ndotted: a change over an interval, "
                  "from the model's curve at its start); "
                  + ", ".join(f"{k} = {v:g}" for k, v in d["fitted"].items()),
                  fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))   # 0.3 in for the title
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))   # 0.5 in: 2-line title
     fig.savefig(os.path.join(RESULTS, "knee_validation.png"), dpi=110)
     plt.close(fig)
 
