@@ -28,8 +28,9 @@ Scenarios, set up from each study's methods as far as the model can express them
   and rose 1.7-3 C without, in either hour: the abstract pools the groups); in 2001 the
   cuff group fell a further 0.79 C in the second hour and the controls, given the cold
   then, fell 4.0 C. The second hours (``--device-off 60`` / ``--device-on 60``) are
-  targets of their own, the change over minutes 60-120. **Sanchez-Inchausti et al. 2005 (Arthroscopy 21:552)**:
-  a 2 kg bag of ice after arthroscopy, "almost 4 C in the first hour". All **held out**.
+  targets of their own, the change over minutes 60-120. **Sanchez-Inchausti et al. 2005
+  (Arthroscopy 21:552)**: a 2 kg bag of ice after arthroscopy, "almost 4 C in the first
+  hour". All **held out**.
   These knees start cold: the cavity ends the operation at the saline's temperature (24.5 C
   against 32.2 C before), so the model runs the arthroscopy first (``--arthroscopy 45``:
   the cavity held at 24.5 C for 45 min, an assumed duration; 30 and 90 min are reported
