@@ -45,6 +45,29 @@ def test_serial_run_writes_readable_outputs(tmp_path):
         assert os.path.getsize(os.path.join(out, png)) > 1000
 
 
+def test_snapshots_carry_the_tissue_ids_when_the_device_goes_on_and_off(tmp_path):
+    """With --device-on/--device-off each snapshot holds the tissue ids of its step (no
+    pack before 0.5 min, a pack between, none after 1 min), and summary.json stays strict
+    JSON with a persisting vasoconstriction (inf)."""
+    from apps.knee.tissues import ID
+    out = str(tmp_path / "o")
+    assert main(SMALL + ["--minutes", "1.5", "--device-on", "0.5", "--device-off", "1",
+                         "--snapshot-every", "0.25", "--perfusion-recovery", "inf",
+                         "--no-plots", "--out", out]) == 0
+    with h5py.File(os.path.join(out, "knee.h5"), "r") as f:
+        steps = sorted(f["T"])
+        assert sorted(f["tid"]) == steps
+        t = [f["T"][k].attrs["time"] / 60.0 for k in steps]
+        pack = [int((f["tid"][k][...] == ID["ice"]).sum()) for k in steps]
+    assert [n > 0 for n in pack] == [0.5 <= m < 1.0 for m in t], (t, pack)
+    with open(os.path.join(out, "summary.json")) as fh:
+        params = json.loads(fh.read(), parse_constant=lambda c: pytest.fail(c))["params"]
+    assert params["perfusion_recovery"] == "inf" and params["device_on_min"] == 0.5
+    root = ET.parse(os.path.join(out, "knee.xmf")).getroot()
+    grid = root.findall("./Domain/Grid/Grid")[-1]
+    assert {a.get("Name") for a in grid.findall("Attribute")} >= {"T", "tid"}
+
+
 @pytest.mark.launch
 def test_restart_on_a_different_rank_count_is_bitwise(tmp_path):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")

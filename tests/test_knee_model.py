@@ -354,6 +354,10 @@ def test_putting_the_device_on_later_and_taking_it_off_and_restarts_across_both(
         again = KneeRun.restart(MPI.COMM_SELF, path, **quiet)
         again.run(minutes=5, history_every=30)
         assert np.array_equal(again.dom.interior("T"), later.dom.interior("T")), stop
+    tiny = started(device_on_min=1e-12, device_off_min=2e-12)   # never at step 0, in order
+    assert [k for k, _ in tiny.device_events()] == [1, 2]
+    with pytest.raises(ConfigurationError, match="mask of shape"):
+        tiny.solver.set_material(np.zeros((2, 2, 2), bool), ID["air"], 24.0)
     for bad in (dict(device_off_min=0.0), dict(device_off_min=float("inf")),
                 dict(device_on_min=-1.0), dict(device_on_min=5.0, device_off_min=5.0)):
         with pytest.raises(ConfigurationError, match="device_o"):

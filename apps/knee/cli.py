@@ -280,9 +280,11 @@ def _run(args, comm) -> int:
     snaps = None
     if args.snapshot_every > 0:
         d = run.p.dx_mm * 1e-3
-        snaps = dio.SnapshotFile(run.dom, os.path.join(out, "knee.h5"), static=["tid"],
+        fields = run.snapshot_fields()      # tid too when the device goes on or comes off
+        snaps = dio.SnapshotFile(run.dom, os.path.join(out, "knee.h5"),
+                                 static=[] if "tid" in fields else ["tid"],
                                  spacing=(d, d, d))
-        snaps.write(s.step_count, s.time)
+        snaps.write(s.step_count, s.time, names=fields)
     run.run(minutes=args.minutes if args.steps is None else None, steps=args.steps,
             history_every=args.history_every, snapshots=snaps,
             snapshot_every=args.snapshot_every, checkpoint=ckpt,

@@ -141,8 +141,12 @@ class Params:
                                      "(device is 'none')")
 
     def key(self) -> str:
-        """These parameters as canonical JSON (stored in checkpoints, compared on restart)."""
+        """These parameters as canonical JSON (stored in checkpoints, compared on restart);
+        an infinite ``perfusion_recovery`` is the string "inf" (strict JSON has no
+        Infinity)."""
         d = asdict(self)
+        if d["perfusion_recovery"] == math.inf:
+            d["perfusion_recovery"] = "inf"
         d["shape"], d["sides"] = list(self.shape), list(self.sides)
         return json.dumps(d, sort_keys=True)
 
@@ -353,7 +357,7 @@ class KneeRun:
             if h and n % h == 0:
                 self._record()
             if snapshots is not None and sn and n % sn == 0:
-                snapshots.write(n, s.time)
+                snapshots.write(n, s.time, names=self.snapshot_fields())
             if checkpoint and ck and n % ck == 0:
                 self.save(checkpoint)
         self.wall = time.perf_counter() - t0
@@ -363,16 +367,22 @@ class KneeRun:
 
     def device_events(self) -> list:
         """(step, action) of the device going on (``device_on_min`` > 0) and coming off
-        (``device_off_min``), in that order."""
+        (``device_off_min``), in that order: each at the first step at or after its minute,
+        and at least one step after the one before (step 0 is the start, never an event)."""
         p, dt = self.p, self.solver.dt
-        def step(minutes):
-            return int(math.ceil(minutes * 60.0 / dt - 1e-9))
-        out = []
-        if p.device_on_min > 0:
-            out.append((step(p.device_on_min), self.put_device_on))
-        if p.device_off_min is not None:
-            out.append((step(p.device_off_min), self.take_device_off))
+        out, last = [], 0
+        for minutes, act in ((p.device_on_min if p.device_on_min > 0 else None,
+                              self.put_device_on), (p.device_off_min, self.take_device_off)):
+            if minutes is not None:
+                last = max(last + 1, int(math.ceil(minutes * 60.0 / dt - 1e-9)))
+                out.append((last, act))
         return out
+
+    def snapshot_fields(self) -> tuple:
+        """The fields a snapshot holds: the temperature, and the tissue ids too when they
+        change during the run (the device goes on or comes off); else those are static."""
+        p = self.p
+        return ("T", "tid") if p.device_on_min > 0 or p.device_off_min is not None else ("T",)
 
     def put_device_on(self) -> None:
         """Put the device on now (collective): a fresh pack at ``pack_temp`` or the cuff at
@@ -425,5 +435,7 @@ def params_from_key(key: str) -> Params:
     """Rebuild :class:`Params` from its JSON key (stored in checkpoints)."""
     d = json.loads(key)
     d["shape"], d["sides"] = tuple(d["shape"]), tuple(d["sides"])
+    if d.get("perfusion_recovery") == "inf":
+        d["perfusion_recovery"] = math.inf
     return Params(**d)
 

@@ -187,12 +187,13 @@ class HeatSolver:
         nothing changed)."""
         d = self.dom
         tid, T = d.fields["tid"], d.fields["T"]
+        own, exc = tid[1:-1], None
         if not 0 <= int(new_id) < len(self.tab.tissues):
-            raise ConfigurationError(f"tissue id {new_id} not in the table")
-        own = tid[1:-1]
-        if mask.shape != own.shape:
-            raise ConfigurationError(f"mask of shape {mask.shape} for own planes "
+            exc = ConfigurationError(f"tissue id {new_id} not in the table")
+        elif mask.shape != own.shape:
+            exc = ConfigurationError(f"mask of shape {mask.shape} for own planes "
                                      f"{own.shape}")
+        d.agree(exc, "set_material")          # on every rank, before any message
         before = own[mask].copy()
         own[mask] = new_id
         d.exchange(["tid"])
