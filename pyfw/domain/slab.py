@@ -31,6 +31,11 @@ TAG_SCATTER = 21
 TAG_MOVE = 22
 
 
+def _spans_job(mpi_comm) -> bool:
+    """True if ``mpi_comm`` holds every rank of the job (local: no message)."""
+    return MPI.Comm.Compare(mpi_comm, MPI.COMM_WORLD) in (MPI.IDENT, MPI.CONGRUENT)
+
+
 class SlabDomain:
     """A grid of ``shape = (nz, ny, nx)`` cut in slabs along axis 0 over ``comm``.
 
@@ -47,8 +52,12 @@ class SlabDomain:
     speeds; by default one speed-only monitor is created on first use (:attr:`monitor`).
 
     ``dashboard``: serve a live view (cuts over time, rank speeds, link forecasts) from rank
-    0, as ``Farm(dashboard=...)`` does (default ``$PYFW_DASHBOARD``; see
-    :mod:`pyfw.observe`); it is updated at the end of :meth:`step`.
+    0, as ``Farm(dashboard=...)`` does (see :mod:`pyfw.observe`); it is updated at the end
+    of :meth:`step`. The default (None) follows ``$PYFW_DASHBOARD`` / ``$PYFW_REPORT`` only
+    when ``comm`` spans the whole job (``COMM_WORLD`` or a duplicate of it): a domain on a
+    sub-communicator (one member of an ensemble) is not the job, so it publishes only when
+    given a dashboard explicitly (else every group's rank 0 would open the job's port or
+    write the job's report).
     """
 
     def __init__(self, comm, shape, cuts=None, cost=None, speeds=None, min_planes: int = 1,
@@ -72,7 +81,8 @@ class SlabDomain:
         if not slowdown >= 1.0:
             raise ConfigurationError(f"slowdown must be >= 1, got {slowdown}")
         self.slowdown = float(slowdown)
-        dashboard = observe.check(dashboard)
+        watched = dashboard is not None or _spans_job(self.comm.mpi)
+        dashboard = observe.check(dashboard) if watched else None
         self.fields: dict[str, np.ndarray] = {}
         self.halo = Halo(self.comm)
         self.compute_time = 0.0   # seconds of update() in the last step (incl. emulated load)
@@ -80,7 +90,7 @@ class SlabDomain:
         self.steps = 0            # calls of step()
         self._monitor = monitor
         self._ticker = None
-        if self.rank == 0:
+        if self.rank == 0 and watched:
             channel = observe.attach(dashboard, "domain", f"domain {shape} ({self.size} ranks)")
             if channel is not None:
                 self._ticker = observe.Ticker(channel, DomainView())
