@@ -195,13 +195,14 @@ def test_arterial_temperature_and_bad_pack():
 
 def test_default_couplings_are_the_validation_fit():
     """The defaults of the cold response and the pack contact are what
-    benchmarks/knee_validation.py fitted (re-run it and update tissues.py together)."""
+    the validation study fitted (``python -m apps.knee.studies validation --publish``; re-run
+    it and update tissues.py together)."""
     import json
     import os
 
     from apps.knee.tissues import ICE_CONTACT, Q10_TISSUE
-    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results",
-                        "knee_validation.json")
+    path = os.path.join(os.path.dirname(__file__), "..", "apps", "knee", "studies", "results",
+                        "validation.json")
     with open(path) as fh:
         fitted = json.load(fh)["fitted"]
     assert fitted["q10"] == Q10_TISSUE and fitted["ice_contact"] == ICE_CONTACT
@@ -366,16 +367,11 @@ def test_putting_the_device_on_later_and_taking_it_off_and_restarts_across_both(
         Params(device="none", device_on_min=5.0).validate()
 
 
-def test_knee_benchmarks_keep_the_full_leg():
-    """benchmarks/knee_sensitivity.keep_leg widens a grid too narrow for a device (the
+def test_knee_studies_keep_the_full_leg():
+    """apps.knee.studies.common.keep_leg widens a grid too narrow for a device (the
     phantom would shrink the leg to make room, changing the anatomy with the device) to an
     even size, and leaves wide enough grids and device-less runs alone."""
-    import importlib.util
-    import os
-    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "knee_sensitivity.py")
-    spec = importlib.util.spec_from_file_location("knee_sensitivity", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from apps.knee.studies import common as mod
     grid = ["--dx", "2", "--shape", "100", "80", "80"]
     for extra in ([], ["--thickness", "30"], ["--bandage", "2"], ["--thickness", "8"],
                   ["--device", "cuff"]):

@@ -4,6 +4,8 @@
   ``"study"`` (the method of the computing-network study: 8 repetitions, drop the 2 slowest,
   average the rest; the default), ``"median"``, ``"min"`` (NetPIPE's capability figure) or
   ``"mean"``.
+* :func:`spread` keeps the whole picture of a few repetitions: ``{median, min, max}`` (the
+  form every benchmark result stores and ``benchmarks/report.py`` prints).
 * :func:`hockney_fit` fits ``T(m) = alpha + m * beta`` to one-way times by least squares on
   *relative* error (weights ``1/T``), so 80-byte and 64-KiB points count alike; bandwidth is
   ``1/beta``.
@@ -15,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["METHODS", "summarize", "hockney_fit", "Hockney"]
+__all__ = ["METHODS", "summarize", "spread", "hockney_fit", "Hockney"]
 
 METHODS = ("study", "median", "min", "mean")
 
@@ -39,6 +41,18 @@ def summarize(times: Sequence[float], method: str = "study", drop: int = 2) -> f
     if method == "mean":
         return float(t.mean())
     raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+
+
+def spread(values: Sequence[float], keep_runs: bool = False) -> dict:
+    """``{"median", "min", "max"}`` of repeated measurements (plus ``"runs"``, the values in
+    their order, with ``keep_runs``)."""
+    v = [float(x) for x in values]
+    if not v:
+        raise ValueError("no values to summarize")
+    out = {"median": float(np.median(v)), "min": min(v), "max": max(v)}
+    if keep_runs:
+        out["runs"] = v
+    return out
 
 
 class Hockney(tuple):

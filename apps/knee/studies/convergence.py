@@ -1,7 +1,8 @@
 """Grid convergence of the knee model: point temperatures at 30/60/90 min as dx goes
 3 -> 2 -> 1.5 -> 1 mm over the same physical leg (the default grid is 1 mm, 200 x 160 x 160).
 
-    python benchmarks/knee_convergence.py [--ranks 2] [--dx 3 2 1.5 1] [--minutes 90]
+    python -m apps.knee.studies convergence [--ranks 2] [--dx 3 2 1.5 1] [--minutes 90]
+                                            [--publish]
 
 Each grid runs the default scenario (healthy knee, crushed ice, 90 min) under ``pyfw-run``.
 The extrapolated value of every point and time is a Richardson estimate: the observed order p
@@ -9,38 +10,40 @@ from the three finest grids (f(h) = f0 + C h^p solved exactly; non-uniform ratio
 and, beside it, f0 with the scheme's formal order p = 2 from the two finest grids (centred
 differences in space; the stable explicit step scales with dx^2, so the time error is
 O(dx^2) as well). Reported: every drop per grid, f0, p, and the default grid's relative
-difference from f0 (goal <= 5 %). Writes ``benchmarks/results/knee_convergence.json`` and
-``.png``.
+difference from f0 (goal <= 5 %). Writes ``convergence.json`` and ``.png`` (``--out DIR``,
+default ``results/local/``; ``--publish``: the tracked ``apps/knee/studies/results/``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, ROOT)
+from pyfw import launch
+from pyfw.monitor.results import machine
 
-from knee_sensitivity import keep_leg  # noqa: E402
-from pyfw import launch  # noqa: E402
+from .common import add_output_options, keep_leg, output_dir
+
+#: the app these studies belong to, as it was imported (``apps.knee`` in a checkout,
+#: ``pyfw.apps.knee`` installed), and the directory its runs start in (the checkout's root)
+APP = __package__.rpartition(".")[0]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 EXTENT_MM = (200.0, 160.0, 160.0)   # the default grid's leg: 200 x 160 x 160 voxels of 1 mm
 POINTS = ("suprapatellar_pouch", "joint_centre", "skin_anterior")
 
 
-def run_grid(dx: float, ranks: int, minutes: float, timeout: float) -> dict:
-    """The default scenario on a grid of ``dx`` mm; returns summary.json's drops."""
+def simulate(dx: float, ranks: int, minutes: float, timeout: float) -> dict:
+    """One run: the default scenario on a grid of ``dx`` mm under ``pyfw-run``; returns
+    summary.json's drops."""
     grid = keep_leg(["--dx", f"{dx:g}", "--shape",
                      *[str(int(round(e / dx))) for e in EXTENT_MM]], [])
     shape = grid[3:6]     # widened where the pack would otherwise shrink the leg
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, "-m", "apps.knee", "--dx", f"{dx:g}", "--shape", *shape,
+        cmd = [sys.executable, "-m", APP, "--dx", f"{dx:g}", "--shape", *shape,
                "--minutes", f"{minutes:g}", "--no-plots", "--quiet", "--out", out]
         t0 = time.time()
         res = launch.run(ranks, cmd, timeout=timeout, capture=True, cwd=ROOT)
@@ -134,11 +137,12 @@ def main(argv=None):
     ap.add_argument("--dx", type=float, nargs="+", default=[3.0, 2.0, 1.5, 1.0])
     ap.add_argument("--minutes", type=float, default=90.0)
     ap.add_argument("--timeout", type=float, default=3600.0, help="per grid, seconds")
-    ap.add_argument("--out", default=os.path.join(RESULTS, "knee_convergence"))
+    add_output_options(ap)
     a = ap.parse_args(argv)
+    out = output_dir(a)
     runs = []
     for dx in a.dx:
-        runs.append(run_grid(dx, a.ranks, a.minutes, a.timeout))
+        runs.append(simulate(dx, a.ranks, a.minutes, a.timeout))
         r = runs[-1]
         print(f"dx {dx:g} mm {r['shape']}: {r['seconds']:.0f} s; pouch drop 30/60/90 min "
               + " / ".join(f"{r['drop'][m]['suprapatellar_pouch']:.2f}" for m in ("30", "60", "90")),
@@ -152,13 +156,15 @@ def main(argv=None):
               + (f", observed p {p:.2f} f0 {row['f0_observed']:6.2f}" if p else ", p n/a")
               + (f" | 1 mm off by {100 * row['default_rel_diff_p2']:.1f} %"
                  if "default_rel_diff_p2" in row else ""))
-    d = {"command": "python benchmarks/knee_convergence.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {"host": platform.node(), "cpus": os.cpu_count()},
+    d = {"command": "python -m apps.knee.studies convergence "
+                    + " ".join(sys.argv[2:] if argv is None else argv),
+         "machine": machine(),
          "extent_mm": EXTENT_MM, "minutes": a.minutes, "ranks": a.ranks, "runs": runs,
          "rows": rows}
-    with open(a.out + ".json", "w") as fh:
+    with open(os.path.join(out, "convergence.json"), "w") as fh:
         json.dump(d, fh, indent=1)
-    plot(sorted(runs, key=lambda r: -r["dx"]), rows, a.out + ".png")
+    plot(sorted(runs, key=lambda r: -r["dx"]), rows, os.path.join(out, "convergence.png"))
+    print(f"wrote {out}/convergence.json and .png")
     return 0
 
 

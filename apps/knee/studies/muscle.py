@@ -1,8 +1,8 @@
 """The knee model's thigh and calf muscle under ice, against measured muscles.
 
-    python benchmarks/knee_muscle.py [--dx 2 --shape 100 80 80]
+    python -m apps.knee.studies muscle [--dx 2 --shape 100 80 80] [--publish]
 
-The joint targets of ``knee_validation.py`` mix the physics between the pack and a deep point
+The joint targets of the ``validation`` study mix the physics between the pack and a deep point
 with the joint's anatomy, which no study measured. Two studies measured muscle temperature
 under a bag of crushed ice directly, in groups of subcutaneous fat, the layer that sets how
 fast the cold gets in; they test the same physics (the bag's contact, conduction through
@@ -37,28 +37,27 @@ the patella's upper part and the pouch, not muscle, so the bag and the probe go 
 lateral side, where skin, fat and muscle lie in the same order. The
 bag sizes differ (750 g and 1.8 kg); the model's pack holds ice for the whole run either
 way, so its size matters only through its footprint. The couplings are the model's
-defaults, which are what ``knee_validation.py`` fits: the bag's contact and the perfusion's
+defaults, which are what the ``validation`` study fits: the bag's contact and the perfusion's
 Q10 on Otte's four groups (so Otte's rows are the fit, and Myrer's are held out). A target
 is met within the study's SD or +-30 %, as in the validation.
 
-Writes ``benchmarks/results/knee_muscle.json`` and ``.png``.
+Writes ``muscle.json`` and ``.png`` (``--out DIR``, default ``results/local/``;
+``--publish``: the tracked ``apps/knee/studies/results/``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, os.path.dirname(HERE))
+from pyfw.monitor.results import machine
 
-from knee_sensitivity import add_grid_options, grid_of, keep_leg, run_summary  # noqa: E402
+from .common import (add_grid_options, add_output_options, grid_of, keep_leg, output_dir,
+                     run_summary)
 
 SKIN_MM = 2.0
 PROBE_MM = 40.0          # the muscle probes' distance from the joint line (phantom)
@@ -134,13 +133,19 @@ def run_minutes(study):
     return OTTE_MINUTES if study.startswith("Otte") else MYRER_ON + MYRER_AFTER
 
 
+def simulate(study, skinfold, extra, grid):
+    """One run: ``study``'s scenario for a subject of that ``skinfold`` (mm) with the knee
+    options ``extra``; its ``summary.json``."""
+    return run_summary(scenario(study, subcutis_of(skinfold)) + list(extra), grid,
+                       run_minutes(study))
+
+
 def target_value(target, extra, grid, skinfold=None, curves=None):
     """The model's value of one TARGETS row with the knee options ``extra``, at the middle
     of its skinfold group or at ``skinfold``; its drop curve goes into ``curves``."""
     study, (lo, hi), point, kind, measured, sd = target
     fold = 0.5 * (lo + hi) if skinfold is None else skinfold
-    summ = run_summary(scenario(study, subcutis_of(fold)) + list(extra), grid,
-                       run_minutes(study))
+    summ = simulate(study, fold, extra, grid)
     t, drop = curve(summ, point)
     if curves is not None:
         curves[f"{study}|{point}|{lo}-{hi}"] = (t.tolist(), drop.tolist())
@@ -149,7 +154,7 @@ def target_value(target, extra, grid, skinfold=None, curves=None):
 
 def fit_error(extra, grid, study="Otte 2002 thigh"):
     """Mean |relative error| over ``study``'s groups (a time never reached counts as the
-    run's length): what knee_validation.py minimises."""
+    run's length): what the validation study minimises."""
     errs = []
     for target in (t for t in TARGETS if t[0] == study):
         got = target_value(target, extra, grid)
@@ -178,14 +183,16 @@ def rows(extra, grid, curves=None, bands=True):
 
 def couplings():
     """The model's default couplings (the validation's fit)."""
-    from apps.knee.tissues import ICE_CONTACT, Q10_TISSUE
+    from ..tissues import ICE_CONTACT, Q10_TISSUE
     return {"ice_contact": ICE_CONTACT, "q10": Q10_TISSUE}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_grid_options(ap)
+    add_output_options(ap)
     a = ap.parse_args(argv)
+    out = output_dir(a)
     grid = grid_of(a)
     t0 = time.time()
     curves = {}
@@ -205,19 +212,21 @@ def main(argv=None):
               f"{'ok' if r['within'] else 'OUT'}"
               + (f" (persistent: {fmt(r['model_persistent'])})" if "model_persistent" in r
                  else ""), flush=True)
-    d = {"command": "python benchmarks/knee_muscle.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {"host": platform.node(), "cpus": os.cpu_count()},
+    d = {"command": "python -m apps.knee.studies muscle "
+                    + " ".join(sys.argv[2:] if argv is None else argv),
+         "machine": machine(),
          "grid": keep_leg(grid, scenario("Otte", 10.0)), "fitted": couplings(),
          "rows": table, "within": sum(r["within"] for r in table), "targets": len(table),
          "curves": curves, "seconds": time.time() - t0}
-    with open(os.path.join(RESULTS, "knee_muscle.json"), "w") as fh:
+    with open(os.path.join(out, "muscle.json"), "w") as fh:
         json.dump(d, fh, indent=1)
-    plot(d)
+    plot(d, out)
+    print(f"wrote {out}/muscle.json and .png")
     print(f"{d['within']} of {d['targets']} muscle targets within the study's SD or +-30 %")
     return 0
 
 
-def plot(d):
+def plot(d, out):
     """Otte: minutes to a 7 C drop against skinfold; Myrer: the drop at 20 min and the
     rewarming in the 30 min after, against skinfold, at 1 and 3 cm; measured (dots, SD bars
     or +-30 %) and model (line, band over each group's skinfold range)."""
@@ -255,7 +264,7 @@ def plot(d):
     fig.suptitle("muscle under a crushed-ice bag: model (squares, band over the group's "
                  "skinfolds) against measured (dots)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(os.path.join(RESULTS, "knee_muscle.png"), dpi=110)
+    fig.savefig(os.path.join(out, "muscle.png"), dpi=110)
     plt.close(fig)
 
 

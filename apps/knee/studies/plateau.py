@@ -1,6 +1,6 @@
 """What limits the knee model's late cooling: the default scenario against bounding cases.
 
-    python benchmarks/knee_plateau.py [--dx 2 --shape 100 80 80]
+    python -m apps.knee.studies plateau [--dx 2 --shape 100 80 80] [--publish]
 
 The sensitivity study moves each input over its *published* range. This one asks a
 different question, with cases outside those ranges on purpose: if the pouch's cooling
@@ -15,24 +15,23 @@ is one knee run of the default scenario (healthy knee, crushed ice on three side
 thing changed; Warren et al. 2004's medians (3.3 / 12.8 / 15.2 C at 30 / 60 / 90 min) are
 the reference.
 
-Writes ``benchmarks/results/knee_plateau.json`` and ``.png``.
+Writes ``plateau.json`` and ``.png`` (``--out DIR``, default ``results/local/``;
+``--publish``: the tracked ``apps/knee/studies/results/``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, os.path.dirname(HERE))
+from pyfw.monitor.results import machine
 
-from knee_sensitivity import add_grid_options, grid_of, keep_leg, run_summary  # noqa: E402
+from .common import (add_grid_options, add_output_options, grid_of, keep_leg, output_dir,
+                     run_summary)
 
 POINT = "suprapatellar_pouch"
 WARREN = {30: 3.3, 60: 12.8, 90: 15.2}
@@ -70,7 +69,7 @@ def run_wetting(grid, minutes=90):
     ``run_summary`` does (summary and history)."""
     from mpi4py import MPI
 
-    from apps.knee.model import KneeRun, Params
+    from ..model import KneeRun, Params
     grid = keep_leg(grid, [])
     dry, wet, at = WETTING
     dx, shape = float(grid[grid.index("--dx") + 1]), grid[grid.index("--shape") + 1:][:3]
@@ -85,6 +84,13 @@ def run_wetting(grid, minutes=90):
     return {"summary": run.summary(), "history": run.history}
 
 
+def simulate(extra, grid, minutes):
+    """One run of a case: the default scenario with ``extra`` (``None``: the wetting bag,
+    which the command line cannot express); its summary and history."""
+    return run_summary(extra, grid, minutes) if extra is not None else run_wetting(
+        grid, minutes)
+
+
 def drops_at(summ, point, minutes):
     """The drop of ``point`` at each of ``minutes`` (interpolated in the history)."""
     t = np.array(summ["history"]["t"]) / 60.0
@@ -93,7 +99,7 @@ def drops_at(summ, point, minutes):
             if m <= t[-1] + 1e-9}
 
 
-def plot(d):
+def plot(d, out):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -107,14 +113,16 @@ def plot(d):
                  fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(os.path.join(RESULTS, "knee_plateau.png"), dpi=110)
+    fig.savefig(os.path.join(out, "plateau.png"), dpi=110)
     plt.close(fig)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_grid_options(ap)
+    add_output_options(ap)
     a = ap.parse_args(argv)
+    out = output_dir(a)
     grid = grid_of(a)
     t_start = time.time()
     cases = {}
@@ -122,8 +130,7 @@ def main(argv=None):
                (None, 90, "a dry bag's poor contact until meltwater fills its gaps "
                           "(values chosen by hand: a hypothesis, not a fit)"))
     for name, (extra, minutes, what) in list(CASES.items()) + [wetting]:
-        summ = run_summary(extra, grid, minutes) if extra is not None else run_wetting(
-            grid, minutes)
+        summ = simulate(extra, grid, minutes)
         hist = summ["history"]
         t0 = summ["summary"]["t0"]
         cases[name] = {
@@ -134,13 +141,15 @@ def main(argv=None):
         dr = cases[name]["drops"]
         print(f"{name:26s} " + "  ".join(f"{m}: {v:5.2f}" for m, v in dr.items())
               + f"   skin at 90: {cases[name]['skin_drop_90']:.1f}", flush=True)
-    d = {"command": "python benchmarks/knee_plateau.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {"host": platform.node(), "cpus": os.cpu_count()},
+    d = {"command": "python -m apps.knee.studies plateau "
+                    + " ".join(sys.argv[2:] if argv is None else argv),
+         "machine": machine(),
          "grid": keep_leg(grid, []), "point": POINT, "warren": WARREN, "cases": cases,
          "seconds": time.time() - t_start}
-    with open(os.path.join(RESULTS, "knee_plateau.json"), "w") as fh:
+    with open(os.path.join(out, "plateau.json"), "w") as fh:
         json.dump(d, fh, indent=1)
-    plot(d)
+    plot(d, out)
+    print(f"wrote {out}/plateau.json and .png")
     return 0
 
 

@@ -1,8 +1,8 @@
 """After arthroscopy: how the knee's temperature at the operation's end decides its first hour.
 
-    python benchmarks/knee_postop.py [--dx 2 --shape 100 80 80]
+    python -m apps.knee.studies postop [--dx 2 --shape 100 80 80] [--publish]
 
-The validation (``knee_validation.py``) misses most post-operative targets: its irrigated
+The validation (the ``validation`` study) misses most post-operative targets: its irrigated
 knee, starting from the 24.5 C that Sanchez-Inchausti et al. 2005 measured at the end of the
 operation, rewarms about 8 C in the hour where Martin's untreated knees rose 1.7-5 C. Two
 things the abstracts leave open could explain it, and this script measures both:
@@ -19,25 +19,24 @@ things the abstracts leave open could explain it, and this script measures both:
 * **A tourniquet** (``--tourniquet``): no blood flow in the leg during the operation, so the
   tissues round the cavity cool unopposed, for the assumed 45 min and for 90 min.
 
-Every run is the validation's scenario with its fitted couplings (read from
-``results/knee_validation.json``), one thing changed. Writes
-``benchmarks/results/knee_postop.json`` and ``.png``.
+Every run is the validation's scenario with its fitted couplings (read from the
+``validation.json`` in the output directory if a validation run wrote one there, else the
+published one), one thing changed. Writes ``postop.json`` and ``.png`` (``--out DIR``,
+default ``results/local/``; ``--publish``: the tracked ``apps/knee/studies/results/``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, os.path.dirname(HERE))
+from pyfw.monitor.results import machine
 
-from knee_sensitivity import add_grid_options, grid_of, run_summary  # noqa: E402
-from knee_validation import ARTHROSCOPY, STUDIES, fitted_args  # noqa: E402
+from .common import (add_grid_options, add_output_options, grid_of, output_dir,
+                     published_or_local, run_summary)
+from .validation import ARTHROSCOPY, STUDIES, fitted_args
 
 #: the cavity's temperature at the operation's end, C: the measured ends (24.5, 26.8, 27.5)
 #: up to Sanchez-Inchausti's uncooled knee (32.2)
@@ -72,10 +71,16 @@ def _with(args, option, value):
     return args
 
 
+def simulate(args, kind, minutes, fitted, grid):
+    """One run: a post-operative scenario (``args``, of the validation's ``kind``) with the
+    ``fitted`` couplings; its ``summary.json``."""
+    return run_summary(args + fitted_args(kind, fitted), grid, minutes)
+
+
 def drop(args, kind, minutes, key, fitted, grid):
     """The model's drop at ``key`` (point@minute) of one scenario."""
     point, minute = key.split("@")
-    summ = run_summary(args + fitted_args(kind, fitted), grid, minutes)
+    summ = simulate(args, kind, minutes, fitted, grid)
     return summ["summary"]["drop"][minute][point]
 
 
@@ -113,7 +118,7 @@ def study_rows(fitted, grid):
     return rows
 
 
-def plot(d):
+def plot(d, out):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -138,26 +143,30 @@ def plot(d):
                  "where the model meets it", fontsize=9)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(os.path.join(RESULTS, "knee_postop.png"), dpi=110)
+    fig.savefig(os.path.join(out, "postop.png"), dpi=110)
     plt.close(fig)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_grid_options(ap)
+    add_output_options(ap)
     a = ap.parse_args(argv)
-    with open(os.path.join(RESULTS, "knee_validation.json")) as fh:
+    out = output_dir(a)
+    with open(published_or_local("validation.json", out)) as fh:
         fitted = json.load(fh)["fitted"]
     t_start = time.time()
     studies = study_rows(fitted, grid_of(a))
-    d = {"command": "python benchmarks/knee_postop.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {"host": platform.node(), "cpus": os.cpu_count()},
+    d = {"command": "python -m apps.knee.studies postop "
+                    + " ".join(sys.argv[2:] if argv is None else argv),
+         "machine": machine(),
          "grid": grid_of(a), "fitted": fitted, "arthroscopy": ARTHROSCOPY,
          "starts": list(STARTS), "tourniquet_minutes": list(TOURNIQUET_MINUTES),
          "studies": studies, "seconds": time.time() - t_start}
-    with open(os.path.join(RESULTS, "knee_postop.json"), "w") as fh:
+    with open(os.path.join(out, "postop.json"), "w") as fh:
         json.dump(d, fh, indent=1)
-    plot(d)
+    plot(d, out)
+    print(f"wrote {out}/postop.json and .png")
     return 0
 
 

@@ -1,7 +1,8 @@
 """Why the knee model's cooling plateaus: one parameter at a time over its range, effect
 on the 30/60/90-min drops, ranked.
 
-    python benchmarks/knee_sensitivity.py [--dx 2 --shape 100 80 80] [--point suprapatellar_pouch]
+    python -m apps.knee.studies sensitivity [--dx 2 --shape 100 80 80]
+                                            [--point suprapatellar_pouch] [--publish]
 
 The default scenario (healthy knee, crushed ice on three sides, 90 min) on a coarse grid
 (2 mm: ~10 s per run here; the grid study of issue 16 says how far that is from 1 mm), each
@@ -9,33 +10,31 @@ parameter set to the low and the high end of its range with everything else at t
 default. The ranges, and where they come from (``source``; "not re-checked" marks figures
 quoted from memory in our notes that must be checked before they are relied on):
 
-Writes ``benchmarks/results/knee_sensitivity.json`` and a tornado plot ``.png``, and
-``apps/knee/sensitivity.json``: the default run's drops with the band the study implies
-(the one-at-a-time deltas summed in quadrature, each side separately), which the default
-run prints beside its single number.
+Writes ``sensitivity.json`` and a tornado plot ``sensitivity.png`` (to the results
+directory: ``--out DIR``, default ``results/local/``), and ``model_band.json``: the default
+run's drops with the band the study implies (the one-at-a-time deltas summed in
+quadrature, each side separately), which the default run prints beside its single number.
+With ``--publish`` the results go to the tracked ``apps/knee/studies/results/`` and the
+band becomes the app's package data, ``apps/knee/sensitivity.json`` (how to regenerate it:
+docs/knee.md).
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import math
 import os
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, ROOT)
+from .common import (PACKAGE_SENSITIVITY, add_grid_options, add_output_options, grid_of,
+                     keep_leg, output_dir, run_summary)
 
 MARKS = ("30", "60", "90")
 
 
 def _tissue(name):
-    from apps.knee.tissues import DEFAULT_TISSUES
+    from ..tissues import DEFAULT_TISSUES
     return next(t for t in DEFAULT_TISSUES if t.name == name)
 
 
@@ -72,7 +71,7 @@ def _tissue_parameters():
             ["--set", "ice.contact=1e-4"], ["--set", f"ice.contact={contact_high:g}"],
             f"1e-4 .. {contact_high:g} m2 K/W (fitted {_tissue('ice').contact:g})",
             "fitted with the Q10 on the thigh muscle under ice of Otte et al. 2002 "
-            "(benchmarks/knee_validation.py); 1e-4 is the bag's own film (0.05 mm of "
+            "(python -m apps.knee.studies validation); 1e-4 is the bag's own film (0.05 mm of "
             "polyethylene), the high end (twice the fit, at least 0.01) is ours"),
         "muscle conductivity": (["--set", f"muscle.k={m.k * 0.8:.4g}"],
                                 ["--set", f"muscle.k={m.k * 1.2:.4g}"], "+-20 % of IT'IS",
@@ -118,69 +117,9 @@ def _setting_parameters():
     }
 
 
-def keep_leg(grid, extra):
-    """``grid`` with a cross-section wide enough for the full leg radius outside of which
-    ``extra``'s device fits: the phantom shrinks the leg to make room for a device that
-    does not fit, which would change the anatomy along with the device (a thicker pack
-    or a dressing would also mean a thinner leg)."""
-    from apps.knee.cli import parser
-    from apps.knee.phantom import Geometry
-    a = parser().parse_args(list(grid) + list(extra))
-    geo = Geometry(shape=tuple(a.shape), dx=a.dx, device=a.device, thickness=a.thickness,
-                   length=a.length, bandage=a.bandage)
-    if geo.device == "none":
-        return list(grid)
-    need = int(math.ceil(2.0 * (geo.radius + geo.device_depth() + a.dx) / a.dx - 1e-9)) + 2
-    need += need % 2       # even: the leg's voxels then lie as on any other even grid
-    nz, ny, nx = a.shape
-    if min(ny, nx) >= need:
-        return list(grid)
-    g = list(grid)
-    i = g.index("--shape")
-    g[i + 1:i + 4] = [str(nz), str(max(ny, need)), str(max(nx, need))]
-    return g
-
-
-def add_grid_options(ap):
-    """``--dx`` and ``--shape`` of the knee benchmarks: a coarse grid by default (2 mm, the
-    default leg; ~10 s per 90-min run here)."""
-    ap.add_argument("--dx", default="2", help="voxel size, mm (default 2)")
-    ap.add_argument("--shape", nargs=3, default=["100", "80", "80"],
-                    help="grid NZ NY NX before keep_leg widens it (default 100 80 80)")
-
-
-def grid_of(args):
-    """The CLI grid options of parsed ``add_grid_options`` arguments."""
-    return ["--dx", args.dx, "--shape", *args.shape]
-
-
-#: finished runs by (grid, options, minutes): the runs are deterministic, and the fits
-#: repeat configurations (a later sweep, or two studies with the same scenario)
-_RUNS = {}
-
-
-def run_summary(extra, grid, minutes=90):
-    """One serial knee run through the CLI: its ``summary.json`` (drops and histories;
-    shared between identical calls, so read it, do not change it). The grid is widened
-    where the device would otherwise shrink the leg (``keep_leg``)."""
-    from apps.knee.cli import main
-    grid = keep_leg(grid, extra)
-    key = (tuple(grid), tuple(extra), minutes)
-    if key in _RUNS:
-        return _RUNS[key]
-    with tempfile.TemporaryDirectory() as out:
-        with contextlib.redirect_stdout(io.StringIO()):
-            code = main(grid + ["--minutes", str(minutes), "--no-plots", "--quiet",
-                                "--out", out] + list(extra))
-        if code != 0:
-            raise RuntimeError(f"knee run failed with {extra}")
-        with open(os.path.join(out, "summary.json")) as fh:
-            _RUNS[key] = json.load(fh)
-    return _RUNS[key]
-
-
-def run_once(extra, grid, minutes=90):
-    """The drops (C) of every point at 30/60/90 min (those reached) of one run."""
+def simulate(extra, grid, minutes=90):
+    """One run of the study (the default scenario with ``extra``): the drops (C) of every
+    point at 30/60/90 min (those reached)."""
     return run_summary(extra, grid, minutes)["summary"]["drop"]
 
 
@@ -191,7 +130,7 @@ def band(base, deltas):
     return base - down, base + up
 
 
-def plot(d, point):
+def plot(d, point, out):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -209,7 +148,7 @@ def plot(d, point):
     ax.legend(fontsize=8)
     ax.set_title("knee model sensitivity (one at a time)")
     fig.tight_layout()
-    fig.savefig(os.path.join(RESULTS, "knee_sensitivity.png"), dpi=110)
+    fig.savefig(os.path.join(out, "sensitivity.png"), dpi=110)
     plt.close(fig)
 
 
@@ -217,13 +156,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_grid_options(ap)
     ap.add_argument("--point", default="suprapatellar_pouch")
+    add_output_options(ap)
     a = ap.parse_args(argv)
+    out = output_dir(a)
     grid = grid_of(a)
     t0 = time.time()
-    base = run_once([], grid)
+    base = simulate([], grid)
     rows = []
     for name, (low, high, rng, source) in parameters().items():
-        lo, hi = run_once(low, grid), run_once(high, grid)
+        lo, hi = simulate(low, grid), simulate(high, grid)
         row = {"parameter": name, "range": rng, "source": source, "low_args": low,
                "high_args": high}
         for m in MARKS:
@@ -244,13 +185,15 @@ def main(argv=None):
          "seconds": time.time() - t0,
          "method": "one at a time; band = base -/+ quadrature sum of the negative/positive "
                    "deltas"}
-    with open(os.path.join(RESULTS, "knee_sensitivity.json"), "w") as fh:
+    with open(os.path.join(out, "sensitivity.json"), "w") as fh:
         json.dump(d, fh, indent=1)
-    with open(os.path.join(ROOT, "apps", "knee", "sensitivity.json"), "w") as fh:
+    band_path = PACKAGE_SENSITIVITY if a.publish else os.path.join(out, "model_band.json")
+    with open(band_path, "w") as fh:
         json.dump({"point": a.point, "grid": base_grid, "scenario": "default (ice, 3 sides)",
                    "base": {m: base[m][a.point] for m in MARKS}, "band": bands,
-                   "made_by": "benchmarks/knee_sensitivity.py"}, fh, indent=1)
-    plot(d, a.point)
+                   "made_by": "python -m apps.knee.studies sensitivity --publish"}, fh, indent=1)
+    print(f"wrote {os.path.join(out, 'sensitivity.json')} and {band_path}")
+    plot(d, a.point, out)
     for m in MARKS:
         print(f"{m} min: drop {base[m][a.point]:.2f} C, band {bands[m][0]:.2f} .. "
               f"{bands[m][1]:.2f} C")

@@ -1,6 +1,6 @@
 """The knee model against the measured knees: fit on some studies, error on the others.
 
-    python benchmarks/knee_validation.py [--dx 2 --shape 100 80 80]
+    python -m apps.knee.studies validation [--dx 2 --shape 100 80 80] [--publish]
 
 Scenarios, set up from each study's methods as far as the model can express them:
 
@@ -51,7 +51,7 @@ Scenarios, set up from each study's methods as far as the model can express them
 
 No knee is fitted on. The bag's contact resistance and the cold response of perfusion
 (Q10 of skin, fat, muscle and tendon) are fitted together on a muscle study,
-**Otte et al. 2002** (``knee_muscle.py``): the minutes a 750 g crushed-ice bag needs to cool
+**Otte et al. 2002** (the ``muscle`` study): the minutes a 750 g crushed-ice bag needs to cool
 the thigh's muscle 1 cm under the fat by 7 C, in four groups of subcutaneous fat (47
 volunteers). The thin-fat groups measure the contact (how fast the cold gets in), the thick
 ones the perfusion that carries heat back (Q10 over 3.65 .. 4.25), on a grid of both, by the
@@ -65,26 +65,24 @@ candidate of a fit lies inside its published range (see ``CONTACTS``), and a fit
 of its range is flagged in the output (``at_range_end``). Reported: every target of every
 study with its model value and relative error, and whether it lies within the study's spread
 or +-30 %.
-Writes ``benchmarks/results/knee_validation.json`` and ``.png``.
+Writes ``validation.json`` and ``.png`` (``--out DIR``, default ``results/local/``;
+``--publish``: the tracked ``apps/knee/studies/results/``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, os.path.dirname(HERE))
+from pyfw.monitor.results import machine
 
-import knee_muscle  # noqa: E402
-from knee_sensitivity import (add_grid_options, grid_of, keep_leg,  # noqa: E402
-                              run_summary)
+from . import muscle as knee_muscle
+from .common import (add_grid_options, add_output_options, grid_of, keep_leg, output_dir,
+                     run_summary)
 
 #: the arthroscopy's duration (min), an assumption (the abstracts do not give it); the
 #: post-operative targets are also reported at the ARTHROSCOPY_RANGE ends
@@ -190,15 +188,22 @@ def fitted_args(kind, fitted):
     return args
 
 
+def simulate(study, fitted, grid, arthroscopy=None):
+    """One run: ``study``'s scenario with the ``fitted`` couplings; its ``summary.json``.
+    ``arthroscopy`` (min) replaces a post-operative study's assumed duration."""
+    kind, args, minutes, _ = STUDIES[study]
+    if arthroscopy is not None and "--arthroscopy" in args:
+        args = list(args)
+        args[args.index("--arthroscopy") + 1] = str(arthroscopy)
+    return run_summary(args + fitted_args(kind, fitted), grid, minutes)
+
+
 def model_values(study, fitted, grid, curves=None, arthroscopy=None):
     """The model's drop at each target of ``study``; its drop curves (minutes, C) of the
     targets' points go into ``curves`` if given. ``arthroscopy`` (min) replaces a
     post-operative study's assumed duration."""
-    kind, args, minutes, targets = STUDIES[study]
-    if arthroscopy is not None and "--arthroscopy" in args:
-        args = list(args)
-        args[args.index("--arthroscopy") + 1] = str(arthroscopy)
-    summ = run_summary(args + fitted_args(kind, fitted), grid, minutes)
+    targets = STUDIES[study][3]
+    summ = simulate(study, fitted, grid, arthroscopy)
     hist = summ["history"]
     t = np.asarray(hist["t"]) / 60.0
     out = {}
@@ -243,7 +248,7 @@ def errors(study, values):
     return rows
 
 
-def plot(d):
+def plot(d, out):
     """One panel per study: the model's drop curve at each measured point, the measured
     drops (with their spread where reported), and the +-30 % band around each."""
     import matplotlib
@@ -286,7 +291,7 @@ def plot(d):
                  + ", ".join(f"{k} = {v:g}" for k, v in d["fitted"].items()),
                  fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))   # 0.5 in: 2-line title
-    fig.savefig(os.path.join(RESULTS, "knee_validation.png"), dpi=110)
+    fig.savefig(os.path.join(out, "validation.png"), dpi=110)
     plt.close(fig)
 
 
@@ -378,12 +383,13 @@ def fit_range(name, fitted):
 
 
 def result_json(argv, grid, fitted, muscle_scores, air_scores, table, arthroscopy, curves, t0):
-    """What knee_validation.json holds: fits, scores, table, arthroscopy, curves."""
+    """What validation.json holds: fits, scores, table, arthroscopy, curves."""
     muscle_on = [(MUSCLE_FIT, f"{point}, skinfold {lo}-{hi} mm: {kind}")
                  for st, (lo, hi), point, kind, _, _ in knee_muscle.TARGETS if st == MUSCLE_FIT]
     held = [r for r in table if not r["fit"]]
-    return {"command": "python benchmarks/knee_validation.py " + " ".join(argv or sys.argv[1:]),
-            "machine": {"host": platform.node(), "cpus": os.cpu_count()},
+    return {"command": "python -m apps.knee.studies validation "
+                       + " ".join(sys.argv[2:] if argv is None else argv),
+            "machine": machine(),
             "grid": keep_leg(grid, []),
             "fits": [dict(fit_range("ice_contact", fitted), fitted_on=muscle_on,
                           jointly_with="q10"),
@@ -402,7 +408,9 @@ def result_json(argv, grid, fitted, muscle_scores, air_scores, table, arthroscop
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_grid_options(ap)
+    add_output_options(ap)
     a = ap.parse_args(argv)
+    out = output_dir(a)
     grid = grid_of(a)
     t0 = time.time()
     muscle_scores, (contact, q10) = fit_muscle(grid)
@@ -419,9 +427,10 @@ def main(argv=None):
               + (": at an end of its range (a limit, not an optimum)" if r["at_range_end"]
                  else ""))
     d = result_json(argv, grid, fitted, muscle_scores, air_scores, table, arthroscopy, curves, t0)
-    with open(os.path.join(RESULTS, "knee_validation.json"), "w") as fh:
+    with open(os.path.join(out, "validation.json"), "w") as fh:
         json.dump(d, fh, indent=1)
-    plot(d)
+    plot(d, out)
+    print(f"wrote {out}/validation.json and .png")
     print(f"held out: {d['held_out_within']} of {d['held_out_targets']} targets within their "
           f"spread or +-30 %")
     return 0

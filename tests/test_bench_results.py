@@ -1,0 +1,44 @@
+"""Where benchmark and study results go (pyfw.monitor.results) and the {median, min, max}
+summary they store (pyfw.monitor.stats.spread): a run never overwrites the tracked results
+unless asked with --publish."""
+import argparse
+import json
+import os
+
+import pytest
+
+from pyfw.monitor import results
+from pyfw.monitor.stats import spread
+
+
+def _args(tmp_path, *argv):
+    ap = argparse.ArgumentParser()
+    results.add_output_options(ap, str(tmp_path / "published"))
+    return ap.parse_args(list(argv))
+
+
+def test_default_is_the_untracked_local_directory(tmp_path):
+    out = results.output_dir(_args(tmp_path))
+    assert out == str(tmp_path / "published" / "local") and os.path.isdir(out)
+
+
+def test_out_names_the_directory_and_publish_the_tracked_one(tmp_path):
+    assert results.output_dir(_args(tmp_path, "--out", str(tmp_path / "mine"))) == \
+        str(tmp_path / "mine")
+    assert results.output_dir(_args(tmp_path, "--publish")) == str(tmp_path / "published")
+    with pytest.raises(SystemExit):   # one or the other
+        _args(tmp_path, "--publish", "--out", str(tmp_path / "mine"))
+
+
+def test_write_json_records_the_machine_and_keeps_the_data(tmp_path):
+    path = results.write_json(str(tmp_path), "x.json", {"a": 1, "command": "given"})
+    got = json.load(open(path))
+    assert got["a"] == 1 and got["command"] == "given"
+    assert got["machine"]["cpus"] == os.cpu_count() and "host" in got["machine"]
+
+
+def test_spread_against_sorted_values():
+    assert spread([3.0, 1.0, 2.0, 10.0]) == {"median": 2.5, "min": 1.0, "max": 10.0}
+    assert spread([5, 4, 6], keep_runs=True)["runs"] == [5.0, 4.0, 6.0]
+    with pytest.raises(ValueError):
+        spread([])
