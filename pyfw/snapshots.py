@@ -24,9 +24,15 @@ ENV_TOKEN = "PYFW_DASHBOARD_TOKEN"
 
 @dataclass(frozen=True)
 class WorkerView:
-    """One farm worker. ``rate``: tasks/s from its recent chunks (None until measured);
-    ``chunk``: size of its newest chunk in flight (None when idle); ``depth``: chunks in
-    flight now; ``depth_limit``: how many the pipeline allows it."""
+    """One farm worker. ``busy``: it holds tasks whose results are still needed; ``tasks``:
+    task runs finished on it (straggler copies and retries included); ``speed``: tasks per
+    second *while busy*, smoothed over its recent chunks (the scheduler's estimate, None
+    until measured; its throughput, tasks finished per second of wall time, is what the
+    dashboard derives from successive ``tasks`` counts); ``chunk``: size of its newest chunk
+    in flight (None when idle); ``depth``: chunks in flight on it now; ``unneeded``: how
+    many of those are no longer needed (a straggler copy whose twin came back first, or a
+    chunk of a cancelled or finished round: the worker was told to skip it);
+    ``depth_limit``: how many chunks the pipeline allows it."""
 
     rank: int
     host: str
@@ -36,11 +42,12 @@ class WorkerView:
     chunks: int
     busy_s: float
     idle_s: float
-    rate: float | None
+    speed: float | None
     chunk: int | None
     mean_chunk: float | None
     depth: int
     depth_limit: int | None
+    unneeded: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,10 @@ class FarmSnapshot:
     """The master's view of a farm at ``elapsed_s`` seconds after it started.
 
     ``done`` counts distinct tasks finished (as :meth:`pyfw.farm.Farm.stats` ``tasks``);
-    ``in_flight`` tasks sent and not back; ``left`` tasks not yet sent (None when unknown);
+    ``in_flight`` tasks of the active rounds sent and not back, each counted once (a
+    straggler copy is not a second task, and a copy whose twin already came back holds no
+    task in flight: see :attr:`WorkerView.unneeded`); ``left`` tasks not yet sent (None when
+    unknown: a lazy source without ``total=`` or a length hint);
     ``failures`` failed attempts (a task that raised, a worker lost under it, a timeout);
     ``duplicates`` straggler copies sent; ``quarantined`` how many tasks were set aside and
     ``quarantine`` what was said about the first 50 of them."""

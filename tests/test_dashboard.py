@@ -14,6 +14,7 @@ import pytest
 from pyfw import Farm
 from pyfw.dashboard import Dashboard, render_report
 from pyfw.dashboard.history import History
+from pyfw.dashboard.model import Rate
 from pyfw.errors import ConfigurationError, TaskError
 from pyfw.observe import Ticker, check, parse_address
 from pyfw.snapshots import FarmSnapshot, LinkView, RoundView, WorkerView
@@ -81,6 +82,121 @@ def test_rate_and_eta_follow_the_published_counts():
     assert [p["done"] for p in view["history"]] == [10, 30, 50]
     seq = hub.state()["seq"]
     assert hub.state(since=seq)["sources"][0]["history"] == []
+
+
+def _chunky(window_rate, period=2.0, step=10, until=60.0, dt=0.25):
+    """Rates a :class:`Rate` reports for a count that grows by ``step`` every ``period``
+    seconds (a worker finishing a chunk), sampled every ``dt`` (the ticker) after 20 s."""
+    out = []
+    for k in range(int(until / dt) + 1):
+        t = k * dt
+        r = window_rate.add(t, step * int(t // period))
+        if t >= 20:
+            out.append(r)
+    return out
+
+
+class _PlainWindow:
+    """The rate over exactly the last 5 s of samples (what the dashboard did before)."""
+
+    def __init__(self):
+        self.samples = []
+
+    def add(self, t, count):
+        self.samples.append((t, count))
+        t0, c0 = next((a, c) for a, c in self.samples if a >= t - 5.0)
+        return (count - c0) / (t - t0) if t > t0 else None
+
+
+def test_rate_of_a_chunky_count_holds_steady():
+    truth = 10 / 2.0                     # 5 tasks/s, counted in chunks of 10 every 2 s
+    steady = _chunky(Rate())
+    assert min(steady) >= 0.8 * truth and max(steady) <= 1.05 * truth
+    # a plain 5 s window over the same counts swings by half (2 or 3 chunks in it)
+    plain = _chunky(_PlainWindow())
+    assert max(plain) / min(plain) >= 1.4
+    # and a stall shows as a falling rate, not a frozen one
+    r = Rate()
+    for k in range(41):
+        r.add(k * 0.25, 10 * (k // 8))          # 5 tasks/s for 10 s ...
+    assert r.add(30.0, 50) < 0.5 * truth        # ... then nothing for 20 s
+
+
+def _workers(tasks, t, unneeded=(0, 0)):
+    return tuple(WorkerView(rank, "n", True, True, n, n // 5, t, 0.0, 1000.0, 5, 5.0, 1, 2,
+                            skip)
+                 for rank, n, skip in zip((1, 2), tasks, unneeded))
+
+
+def test_worker_rates_use_the_totals_window_and_add_up_to_it():
+    hub = Dashboard(serve=False)
+    src = hub.source("farm", "j")
+    base = _snapshot()
+    # worker 1 finishes 10 tasks every 0.5 s, worker 2 finishes 30 every 2 s: 10 + 15 /s
+    for k in range(81):
+        t = k * 0.25
+        a, b = 10 * int(t // 0.5), 30 * int(t // 2.0)
+        src.publish(FarmSnapshot(**{**base.__dict__, "elapsed_s": t, "done": a + b,
+                                    "workers": _workers((a, b), t)}))
+        d = hub.state()["sources"][0]["derived"]
+        if t >= 10:
+            w1, w2 = d["worker_rates"]
+            assert w1 == pytest.approx(20.0, rel=0.15) and w2 == pytest.approx(15.0, rel=0.3)
+            assert w1 + w2 == pytest.approx(d["rate"], rel=0.25)
+    got = {lab["rank"]: v for lab, v in _families(hub.metrics())["pyfw_worker_task_rate"]}
+    assert got == {"1": pytest.approx(d["worker_rates"][0]), "2": pytest.approx(w2)}
+    # once finished: the mean over the run, as the total's
+    src.close(FarmSnapshot(**{**base.__dict__, "elapsed_s": 20.0, "done": 400 + 300,
+                              "workers": _workers((400, 300), 20.0), "finished": True}))
+    d = hub.state()["sources"][0]["derived"]
+    assert d["worker_rates"] == [20.0, 15.0] and d["rate"] == 35.0
+
+
+def test_a_finished_farm_has_nothing_in_flight_and_no_busy_worker():
+    """The end-of-run report said FINISHED, LEFT 0, IN FLIGHT 6 and a busy worker: a
+    straggler copy was still out after its twin had come back."""
+    from types import SimpleNamespace
+    from pyfw.farm.policies import WorkerStats
+    from pyfw.farm.rounds import Chunk, RoundState
+    from pyfw.farm.snapshot import farm_snapshot
+    from pyfw.farm.policies import make_policy
+
+    rnd = RoundState(1, range(12), abs, False, 12, make_policy("static"), "r")
+    ids, items = rnd.take(12)
+    first = Chunk(1, rnd, ids[:6], items[:6], 1, 0.0)
+    second = Chunk(2, rnd, ids[6:], items[6:], 2, 0.0)
+    copy = Chunk(3, rnd, ids[6:], items[6:], 1, 0.0)      # a straggler copy of ``second``
+    copy.twin, second.twin = second, copy
+    workers = {r: SimpleNamespace(rank=r, host="n", alive=True, inflight=[], stats=WorkerStats(r))
+               for r in (1, 2)}
+    workers[1].inflight, workers[2].inflight = [first, copy], [second]
+    engine = SimpleNamespace(workers=workers, chunks={1: first, 2: second, 3: copy},
+                             rounds={1: rnd}, pipeline=None, started=0.0, completed=0,
+                             failures=0, duplicates=1, quarantined=[], master=0)
+    snap = farm_snapshot(engine)
+    assert snap.in_flight == 12 and snap.left == 0            # the copy is not a 13th task
+    assert [w.busy for w in snap.workers] == [True, True]
+    # the first chunk and the original of the second come back: only the copy is out
+    rnd.deliver(ids[:6], list(items[:6]), None, 1)
+    rnd.deliver(ids[6:], list(items[6:]), None, 2)
+    del engine.chunks[1], engine.chunks[2]
+    workers[1].inflight, workers[2].inflight = [copy], []
+    engine.completed = 12
+    snap = farm_snapshot(engine)
+    assert snap.in_flight == 0 and snap.done == 12
+    assert [(w.busy, w.depth, w.unneeded) for w in snap.workers] == [(False, 1, 1),
+                                                                     (False, 0, 0)]
+    # the round ended (the map returned) with the copy still out: the farm closes
+    engine.rounds.clear()
+    snap = farm_snapshot(engine, finished=True)
+    assert snap.in_flight == 0 and not any(w.busy for w in snap.workers)
+    hub = Dashboard(serve=False)
+    hub.source("farm", "j").close(snap)
+    got = _families(hub.metrics())
+    assert [v for _, v in got["pyfw_tasks_in_flight"]] == [0]
+    assert {lab["rank"]: v for lab, v in got["pyfw_worker_busy"]} == {"1": 0, "2": 0}
+    assert {lab["rank"]: v for lab, v in got["pyfw_worker_unneeded_chunks"]} == {"1": 1,
+                                                                                 "2": 0}
 
 
 def test_history_keeps_the_whole_run_within_its_bound():
@@ -236,6 +352,32 @@ def test_local_bind_needs_no_token_but_refuses_foreign_host_names():
         assert conn.getresponse().status == 200
         status, _, headers = _get(hub.url + "api/state", method="HEAD")
         assert status == 200 and headers["Content-Type"] == "application/json"
+    finally:
+        hub.close()
+
+
+def _initial_state(page: bytes) -> dict:
+    block = page.decode().split('id="pyfw-initial">', 1)[1].split("</script>", 1)[0]
+    return json.loads(block)
+
+
+def test_live_page_carries_the_state_for_its_first_paint():
+    """The page rendered "No job has published yet" until its first request came back (a
+    screenshot taken at load saw only that): it now comes with the state inlined."""
+    hub = Dashboard(0)
+    try:
+        status, page, _ = _get(hub.url)
+        assert status == 200
+        assert _initial_state(page)["sources"] == []          # no job yet: said so at once
+        assert b"No job has published yet" not in page        # ... by the script, not HTML
+        src = hub.source("farm", "</script><b>job</b>")
+        src.publish(_snapshot(done=40))
+        status, page, _ = _get(hub.url)
+        state = _initial_state(page)                        # a name cannot end the block
+        assert state["sources"][0]["name"] == "</script><b>job</b>"
+        assert state["sources"][0]["latest"]["done"] == 40
+        assert state["seq"] == json.loads(_get(hub.url + "api/state")[1])["seq"]
+        assert page.index(b'id="pyfw-initial"') < page.index(b'src="static/app.js"')
     finally:
         hub.close()
 

@@ -27,15 +27,21 @@ class Source:
         self.derived: dict = {}
         self.history = History(maxlen)
         self.rate = Rate()
+        self.worker_rate: dict[int, Rate] = {}   # rank -> its tasks' rate (farm only)
         self.version = 0
         self._cache = (-1, None)
         self.finished = False
 
     def publish(self, snapshot) -> None:
         """Called by the runtime's ticker (in the job's thread): cheap, no serialisation."""
-        count = snapshot.done if snapshot.kind == "farm" else snapshot.step
-        rate = self.rate.add(snapshot.elapsed_s, count)
-        extra = derived(snapshot, rate)
+        t = snapshot.elapsed_s
+        if snapshot.kind == "farm":
+            rate = self.rate.add(t, snapshot.done)
+            rates = [self.worker_rate.setdefault(w.rank, Rate()).add(t, w.tasks)
+                     for w in snapshot.workers]
+            extra = derived(snapshot, rate, rates)
+        else:
+            extra = derived(snapshot, self.rate.add(t, snapshot.step))
         point = _POINT[snapshot.kind](snapshot, extra["rate"])
         with self.hub.lock:
             self.latest, self.derived = snapshot, extra

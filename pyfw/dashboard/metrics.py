@@ -48,7 +48,8 @@ class Family:
 
 _FARM = [  # name, type, help, value(snapshot, derived)
     ("pyfw_tasks_done_total", "counter", "Distinct tasks finished.", lambda s, d: s.done),
-    ("pyfw_tasks_in_flight", "gauge", "Tasks sent to workers and not back yet.",
+    ("pyfw_tasks_in_flight", "gauge",
+     "Tasks sent to workers whose results are still needed (each counted once).",
      lambda s, d: s.in_flight),
     ("pyfw_tasks_left", "gauge", "Tasks not yet sent (absent while unknown).",
      lambda s, d: s.left),
@@ -65,23 +66,31 @@ _FARM = [  # name, type, help, value(snapshot, derived)
     ("pyfw_workers_alive", "gauge", "Workers alive.",
      lambda s, d: sum(1 for w in s.workers if w.alive)),
 ]
-_WORKER = [
-    ("pyfw_worker_busy", "gauge", "1 while the worker has work in flight.",
-     lambda w: int(w.busy)),
-    ("pyfw_worker_alive", "gauge", "1 while the worker is alive.", lambda w: int(w.alive)),
-    ("pyfw_worker_tasks_total", "counter", "Task runs on the worker.", lambda w: w.tasks),
+_WORKER = [  # name, type, help, value(worker view, its derived rate)
+    ("pyfw_worker_busy", "gauge", "1 while the worker holds tasks whose results are needed.",
+     lambda w, r: int(w.busy)),
+    ("pyfw_worker_alive", "gauge", "1 while the worker is alive.",
+     lambda w, r: int(w.alive)),
+    ("pyfw_worker_tasks_total", "counter", "Task runs on the worker.", lambda w, r: w.tasks),
     ("pyfw_worker_busy_seconds_total", "counter", "Seconds the worker spent on chunks.",
-     lambda w: w.busy_s),
+     lambda w, r: w.busy_s),
     ("pyfw_worker_idle_seconds_total", "counter", "Seconds the worker waited for work.",
-     lambda w: w.idle_s),
-    ("pyfw_worker_task_rate", "gauge", "Tasks per second on the worker (recent chunks).",
-     lambda w: w.rate),
+     lambda w, r: w.idle_s),
+    ("pyfw_worker_task_rate", "gauge",
+     "Task runs finished per second on the worker (same window as pyfw_task_rate).",
+     lambda w, r: r),
+    ("pyfw_worker_speed", "gauge",
+     "Tasks per second while the worker computes (smoothed over its recent chunks).",
+     lambda w, r: w.speed),
     ("pyfw_worker_chunk_size", "gauge", "Tasks in the worker's newest chunk in flight.",
-     lambda w: w.chunk),
+     lambda w, r: w.chunk),
     ("pyfw_worker_pipeline_depth", "gauge", "Chunks in flight on the worker.",
-     lambda w: w.depth),
+     lambda w, r: w.depth),
+    ("pyfw_worker_unneeded_chunks", "gauge",
+     "Chunks on the worker whose results are no longer needed (told to skip them).",
+     lambda w, r: w.unneeded),
     ("pyfw_worker_pipeline_limit", "gauge", "Chunks the pipeline allows in flight.",
-     lambda w: w.depth_limit),
+     lambda w, r: w.depth_limit),
 ]
 _DOMAIN = [
     ("pyfw_domain_step", "gauge", "Steps done.", lambda s, d: s.step),
@@ -116,10 +125,11 @@ def render(items) -> str:
 def _farm(fam, base, snap, extra) -> None:
     for name, kind, help_text, get in _FARM:
         fam(name, kind, help_text).add(base, get(snap, extra))
-    for w in snap.workers:
+    rates = extra.get("worker_rates") or [None] * len(snap.workers)
+    for w, rate in zip(snap.workers, rates):
         labels = {**base, "rank": w.rank, "host": w.host}
         for name, kind, help_text, get in _WORKER:
-            fam(name, kind, help_text).add(labels, get(w))
+            fam(name, kind, help_text).add(labels, get(w, rate))
     _links(fam, base, snap.links)
 
 

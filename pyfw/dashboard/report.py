@@ -2,15 +2,13 @@
 inlined, so one HTML file shows the same plots with no server and no network."""
 from __future__ import annotations
 
-import json
 import os
 
-from .server import static_file
+from .server import SCRIPT_TAG, data_block, static_file
 
 __all__ = ["render_report", "write_report"]
 
 STYLE_TAG = '<link rel="stylesheet" href="static/style.css">'
-SCRIPT_TAG = '<script src="static/app.js"></script>'
 
 
 def render_report(state: dict) -> str:
@@ -18,13 +16,11 @@ def render_report(state: dict) -> str:
     page = static_file("index.html").decode()
     style = static_file("style.css").decode()
     script = static_file("app.js").decode()
-    data = json.dumps(state, separators=(",", ":"), allow_nan=False)
-    data = data.replace("<", "\\u003c")   # no "</script>" or "<!--" can end the block early
     if STYLE_TAG not in page or SCRIPT_TAG not in page:
         raise RuntimeError("dashboard page template lacks its style or script tag")
     page = page.replace(STYLE_TAG, f"<style>\n{style}</style>")
-    return page.replace(SCRIPT_TAG, f'<script type="application/json" id="pyfw-data">{data}'
-                                    f'</script>\n<script>\n{script}</script>')
+    return page.replace(SCRIPT_TAG, f'{data_block(state, "pyfw-data")}\n'
+                                    f'<script>\n{script}</script>')
 
 
 def write_report(state: dict, path: str) -> str:

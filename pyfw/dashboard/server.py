@@ -52,6 +52,28 @@ def static_file(name: str) -> bytes:
     return resources.files(__package__).joinpath("static", name).read_bytes()
 
 
+SCRIPT_TAG = '<script src="static/app.js"></script>'
+
+
+def data_block(state: dict, block_id: str) -> str:
+    """``state`` as an inert JSON ``<script>`` block (the page's script reads it; a browser
+    never runs it, so the page's Content-Security-Policy allows it)."""
+    data = json.dumps(state, separators=(",", ":"), allow_nan=False)
+    data = data.replace("<", "\\u003c")   # no "</script>" or "<!--" can end the block early
+    return f'<script type="application/json" id="{block_id}">{data}</script>'
+
+
+def live_page(state: dict) -> bytes:
+    """The page with the current state inlined: the first paint shows the job at once,
+    without waiting for the script's first request (which then asks only for what is
+    newer)."""
+    page = static_file("index.html").decode()
+    if SCRIPT_TAG not in page:
+        raise RuntimeError("dashboard page template lacks its script tag")
+    return page.replace(SCRIPT_TAG, data_block(state, "pyfw-initial") + "\n" + SCRIPT_TAG,
+                        1).encode()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -144,7 +166,8 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/" and self.token and query.get("token"):
                 extra["Set-Cookie"] = (f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; "
                                        f"Path=/")
-            self._reply(HTTPStatus.OK, static_file(name), ctype, extra)
+            body = live_page(self.hub.state()) if path == "/" else static_file(name)
+            self._reply(HTTPStatus.OK, body, ctype, extra)
         elif path == "/api/state":
             since = query.get("since", ["-1"])[-1]
             try:

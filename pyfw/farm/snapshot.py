@@ -48,15 +48,28 @@ def _left(engine) -> int | None:
     return left
 
 
+def _needed(engine, chunk) -> int:
+    """Tasks of ``chunk`` whose results are still needed: none once its round is cancelled,
+    ended or has their results (a straggler copy whose twin came back first)."""
+    rnd = chunk.rnd
+    if rnd.cancelled or engine.rounds.get(rnd.rid) is not rnd:
+        return 0
+    ids, done = chunk.ids, rnd.done
+    if isinstance(ids, range) and not done.overlaps(ids.start, ids.stop):
+        return chunk.left   # the usual case, O(log) ids: nothing of it is done yet
+    return min(chunk.left, sum(1 for t in ids if t not in done))
+
+
 def _in_flight(engine) -> int:
-    """Tasks out on workers, each counted once (a straggler's copy is not a second task)."""
+    """Tasks out on workers whose results are still needed, each counted once (a
+    straggler's copy is not a second task)."""
     chunks = engine.chunks
     n = 0
     for c in chunks.values():
         twin = c.twin
         if twin is not None and twin.cid < c.cid and twin.cid in chunks:
             continue
-        n += c.left
+        n += _needed(engine, c)
     return n
 
 
@@ -69,12 +82,14 @@ def _worker(engine, w) -> WorkerView:
     if engine.pipeline is not None:
         chunk_time = None if mean is None or chunk is None else mean * chunk
         limit = engine.pipeline.depth(chunk_time, w.rank)
+    unneeded = sum(1 for c in w.inflight if not _needed(engine, c))
     return WorkerView(
-        rank=w.rank, host=str(w.host), alive=w.alive, busy=bool(w.inflight) and w.alive,
+        rank=w.rank, host=str(w.host), alive=w.alive,
+        busy=w.alive and unneeded < len(w.inflight),
         tasks=s.tasks, chunks=s.chunks, busy_s=s.busy, idle_s=s.idle,
-        rate=None if not mean else 1.0 / mean, chunk=chunk,
+        speed=None if not mean else 1.0 / mean, chunk=chunk,
         mean_chunk=s.tasks / s.chunks if s.chunks else None, depth=len(w.inflight),
-        depth_limit=limit)
+        depth_limit=limit, unneeded=unneeded)
 
 
 def _serial_worker(engine) -> WorkerView:
@@ -82,7 +97,7 @@ def _serial_worker(engine) -> WorkerView:
     mean = s.mean_recent
     return WorkerView(rank=0, host=str(engine.ctx.host), alive=True, busy=False,
                       tasks=s.tasks, chunks=s.chunks, busy_s=s.busy, idle_s=0.0,
-                      rate=None if not mean else 1.0 / mean, chunk=None,
+                      speed=None if not mean else 1.0 / mean, chunk=None,
                       mean_chunk=s.tasks / s.chunks if s.chunks else None, depth=0,
                       depth_limit=None)
 

@@ -1,11 +1,14 @@
-// pyfw dashboard: polls api/state every second (or renders the data inlined in a report)
-// and draws everything as inline SVG. No libraries, no network beyond the job's server.
+// pyfw dashboard: renders the state the server inlined in the page at once (no waiting for
+// a request), then polls api/state every second for what is newer; a report renders the
+// data inlined in it. Everything is drawn as inline SVG: no libraries, no network beyond
+// the job's server.
 "use strict";
 (function () {
   const POLL_MS = 1000;
   const sources = new Map();   // id -> {id, kind, name, finished, latest, derived, history}
   let seq = -1, lastSeen = 0, meta = null, failures = 0;
-  const inline = document.getElementById("pyfw-data");
+  const inline = document.getElementById("pyfw-data");       // a report: the whole run
+  const initial = document.getElementById("pyfw-initial");   // the live page's first state
   const token = new URLSearchParams(location.search).get("token");
 
   // ------------------------------------------------------------------ formatting
@@ -99,14 +102,17 @@
       `style="fill:${ser.color}">${esc(ser.name)}</text>`).join("");
     return `<svg viewBox="0 0 ${w} ${h}" width="${w}" height="${h}">${s}</svg>`;
   }
-  function heatMatrix(m, rows, cols, fmt, title, methods, logScale) {
+  // A matrix of link figures as coloured cells; ``unit`` names what is shown and ``note``
+  // explains it below the map. The colour scale is logarithmic (links differ by orders of
+  // magnitude) from the lowest figure (dark purple) to the highest (yellow); grey: none yet.
+  function heatMatrix(m, rows, cols, fmt, title, methods, unit, note) {
     const vals = m.flat().filter((v) => v !== null && isFinite(v) && v > 0);
     if (!vals.length) return `<p class="note">no link measured yet</p>`;
     let lo = Math.min(...vals), hi = Math.max(...vals);
-    const tr = logScale ? Math.log : (v) => v;
+    const tr = Math.log;
     const cw = Math.max(14, Math.min(46, 440 / cols.length)), ch = Math.max(14,
       Math.min(30, 300 / rows.length)), L = 44, T = 16;
-    const w = L + cw * cols.length + 70, h = T + ch * rows.length + 8;
+    const w = L + cw * cols.length + 90, h = Math.max(T + ch * rows.length + 8, 70);
     let s = "";
     rows.forEach((r, i) => {
       s += `<text x="${L - 4}" y="${T + i * ch + ch / 2 + 3}" text-anchor="end">${esc(r)}</text>`;
@@ -116,21 +122,25 @@
           (hi > lo ? (tr(v) - tr(lo)) / (tr(hi) - tr(lo)) : 0.5);
         const how = methods && methods[i] && methods[i][j] ? ` (forecast: ${methods[i][j]})` : "";
         s += `<rect x="${L + j * cw}" y="${T + i * ch}" width="${cw - 1}" height="${ch - 1}" ` +
-          `fill="${colour(f)}"><title>${esc(`${title} ${r} → ${c}: ` +
+          `fill="${colour(f)}" data-link="${esc(r)}-${esc(c)}" data-value="${esc(raw(v))}">` +
+          `<title>${esc(`${title} ${r} → ${c}: ` +
           (f === null ? "not measured" : fmt(v)) + how)}</title></rect>`;
       });
     });
     cols.forEach((c, j) => {
       s += `<text x="${L + j * cw + cw / 2}" y="${T - 4}" text-anchor="middle">${esc(c)}</text>`;
     });
-    const lx = L + cw * cols.length + 10;
+    const lx = L + cw * cols.length + 10, lh = h - T - 8;
     for (let k = 0; k < 20; k++) {
-      s += `<rect x="${lx}" y="${T + k * (h - T - 8) / 20}" width="10" ` +
-        `height="${(h - T - 8) / 20 + 0.5}" fill="${colour(1 - k / 19)}"/>`;
+      s += `<rect x="${lx}" y="${T + k * lh / 20}" width="10" ` +
+        `height="${lh / 20 + 0.5}" fill="${colour(1 - k / 19)}"/>`;
     }
-    s += `<text x="${lx + 14}" y="${T + 8}">${esc(fmt(hi))}</text>` +
+    s += `<text x="${lx}" y="${T - 4}">${esc(unit)}</text>` +
+      `<text x="${lx + 14}" y="${T + 8}">${esc(fmt(hi))}</text>` +
       `<text x="${lx + 14}" y="${h - 10}">${esc(fmt(lo))}</text>`;
-    return `<svg viewBox="0 0 ${w} ${h}" width="${w}" height="${h}">${s}</svg>`;
+    return `<svg viewBox="0 0 ${w} ${h}" width="${w}" height="${h}">${s}</svg>` +
+      `<p class="note scale">${esc(note)} Colour: ${esc(unit)} on a log scale, dark = ` +
+      `${esc(fmt(lo))} to yellow = ${esc(fmt(hi))}; grey: not measured yet.</p>`;
   }
 
   // ------------------------------------------------------------------ farm
@@ -149,7 +159,7 @@
       const ta = t0 + span * b / nb, tb = t0 + span * (b + 1) / nb;
       let a = 0;
       while (a + 1 < hist.length && hist[a + 1].t <= ta) a++;   // last point at or before ta
-      let z = a + 1;
+      let z = Math.min(a + 1, hist.length - 1);   // points at one time: no span, no fraction
       while (z + 1 < hist.length && hist[z].t < tb) z++;        // first point at or after tb
       const pa = hist[a], pz = hist[z];
       const dt = pz.t - pa.t;
@@ -165,15 +175,23 @@
       `text-anchor="end">${esc(hms(t1))} (colour: busy fraction, yellow = 100 %)</text>`;
     return `<svg viewBox="0 0 ${w} ${h}" width="${w}" height="${h}">${s}</svg>`;
   }
-  function workerTable(ws) {
+  function workerTable(ws, rates) {
     const head = ["rank", "host", "state", "tasks", "tasks/s", "chunk", "mean chunk",
       "in flight / limit", "busy s", "idle s"];
-    const rows = ws.map((w) => {
+    const rows = ws.map((w, i) => {
       const st = !w.alive ? "dead" : (w.busy ? "busy" : "idle");
+      const skip = w.alive && w.unneeded ? ` <span class="note" title="chunks whose results ` +
+        `are no longer needed (a straggler copy whose twin came back first, or a ` +
+        `finished or cancelled round's): the worker was told to skip them">` +
+        `(${w.unneeded} unneeded cop${w.unneeded > 1 ? "ies" : "y"})</span>` : "";
+      const rate = rates ? rates[i] : null;
       return `<tr data-rank="${w.rank}"><td>${w.rank}</td><td class="l">${esc(w.host)}</td>` +
-        `<td class="l" data-col="state"><span class="state ${st}"></span>${st}</td>` +
+        `<td class="l" data-col="state" data-value="${st}"><span class="state ${st}"></span>` +
+        `${st}${skip}</td>` +
         `<td data-col="tasks" data-value="${w.tasks}">${num(w.tasks)}</td>` +
-        `<td data-col="rate">${sig(w.rate)}</td><td data-col="chunk">${raw(w.chunk) || "–"}</td>` +
+        `<td data-col="rate" data-value="${esc(raw(rate))}" title="while computing: ` +
+        `${esc(sig(w.speed))} tasks/s">${sig(rate)}</td>` +
+        `<td data-col="chunk">${raw(w.chunk) || "–"}</td>` +
         `<td>${w.mean_chunk ? sig(w.mean_chunk) : "–"}</td>` +
         `<td data-col="depth">${w.depth} / ${w.depth_limit === null ? "–" : w.depth_limit}</td>` +
         `<td>${w.busy_s.toFixed(2)}</td><td>${w.idle_s.toFixed(2)}</td></tr>`;
@@ -217,9 +235,15 @@
       utilisation(hist, s.workers.map((w) => w.rank)) + `</div>` + `<div class="panel"><h3>Links: ` +
       `${esc(s.links ? s.links.what : "master-worker round trip")} (forecast)</h3>` +
       (s.links ? heatMatrix(s.links.latency_s, s.links.ranks.map((r) => "r" + r),
-        s.links.cols.map((r) => "r" + r), secs, "rtt", s.links.method, true) :
+        s.links.cols.map((r) => "r" + r), secs, "rtt", s.links.method, "round trip (s)",
+        "Each cell: the forecast time from the master sending a chunk to a worker to its " +
+        "answer, less the worker's time on the chunk (network plus both sides' polling).") :
         `<p class="note">measured once chunks come back</p>`) + `</div></div>`;
-    out += `<h3>Workers</h3>` + workerTable(s.workers);
+    out += `<h3>Workers</h3>` + workerTable(s.workers, d.worker_rates) +
+      `<p class="note">tasks/s: task runs finished per second over the same window as the ` +
+      `total (at least 5 s and 4 chunks; over the whole run once it ended), so they add up ` +
+      `to the total's rate plus straggler copies and retries. Hover for the worker's speed ` +
+      `while it computes.</p>`;
     if (s.rounds.length) {
       out += `<h3>Active rounds</h3><table><tr><th class="l">round</th><th>done</th>` +
         `<th>total</th></tr>` + s.rounds.map((r) => `<tr><td class="l">${esc(r.name)}</td>` +
@@ -286,13 +310,20 @@
     if (s.links) {
       const lab = s.links.ranks.map((r) => "r" + r), cl = s.links.cols.map((r) => "r" + r);
       out += `<div class="panel"><h3>Link latency (forecast)</h3>` +
-        heatMatrix(s.links.latency_s, lab, cl, secs, "latency", s.links.method, true) +
-        `</div>`;
+        heatMatrix(s.links.latency_s, lab, cl, secs, "latency", s.links.method,
+          "latency (s)", "Each cell: the forecast one-way latency between two ranks " +
+          "(the fixed cost of a message, from the monitor's ping-pong probes).") + `</div>`;
       if (s.links.bandwidth.length) {
         out += `<div class="panel"><h3>Link bandwidth (forecast)</h3>` +
           heatMatrix(s.links.bandwidth, lab, cl, (v) => sig(v) + "B/s", "bandwidth", null,
-            true) + `</div>`;
+            "bandwidth (B/s)", "Each cell: the forecast bandwidth between two ranks, " +
+            "bytes per second, from the monitor's probes.") + `</div>`;
       }
+    } else {
+      out += `<div class="panel" data-links="none"><h3>Links</h3><p class="note">Not ` +
+        `probed in this job: the domain's own monitor measures rank speeds only. Give it ` +
+        `one that probes links, <code>SlabDomain(..., monitor=OnlineMonitor(comm))</code>, ` +
+        `for latency and bandwidth heat maps (probes within 1 % of the run time).</p></div>`;
     }
     return out + `</div><h3>Ranks</h3>` + domainTable(s);
   }
@@ -300,7 +331,10 @@
   // ------------------------------------------------------------------ page
   function render() {
     const main = document.getElementById("sources");
-    if (!sources.size) return;
+    if (!sources.size) {   // a state came and no job is in it yet
+      if (meta) main.innerHTML = `<p class="empty">No job has published yet.</p>`;
+      return;
+    }
     const stale = !inline && Date.now() - lastSeen > 10000;
     main.innerHTML = [...sources.values()].map((src) => {
       const st = src.finished ? "finished" : (stale ? "stale" : "running");
@@ -348,6 +382,8 @@
   if (inline) {
     document.querySelector("footer").textContent = "Static report written by the job at its end.";
     absorb(JSON.parse(inline.textContent));
+  } else {
+    if (initial) absorb(JSON.parse(initial.textContent));   // first paint: no request
+    poll();                                                  // then what is newer, at once
   }
-  else poll();
 })();
