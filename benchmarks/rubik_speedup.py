@@ -1,12 +1,12 @@
 """Two workers against one on optimal solves of random cubes, side by side.
 
-    python benchmarks/rubik_speedup.py [--seeds 0-19 | --positions superflip,...]
-                                       [--heuristic huge] [--order serial]
-                                       [--split adaptive] [--compare largest:2] [--no-inverse]
-                                       [--no-steal] [--table-memory private]
+    python benchmarks/rubik_speedup.py [--seeds 0-19] [--heuristic nx] [--repeat 3]
+                                       [--order serial] [--split adaptive]
+                                       [--compare largest:2] [--no-inverse] [--no-steal]
+                                       [--table-memory private] [--resume]
+                                       [--publish | --out DIR]
 
-For every cube ``Cube.random(seed)`` (seeds fixed here; or a symmetric position named in
-``rubik_symmetry.POSITIONS`` with ``--positions``) the solve runs on pyfw.farm with
+For every cube ``Cube.random(seed)`` (seeds fixed here) the solve runs on pyfw.farm with
 one worker (2 ranks) and with two (3 ranks), one launch each of ``--repeat`` solves (the
 medians are compared: a shared machine disturbs single solves by up to 2x), alternating per
 cube (and
@@ -17,10 +17,11 @@ and nodes ratio; over all cubes: median and geometric mean speedup, the worst cu
 ``--compare ORDER:SPLIT[:DEPTH][:nosteal][:shared|private|auto]`` runs a second
 configuration the same way (e.g. the previous defaults, ``largest:2``,
 ``serial:adaptive:nosteal``, or the workers' tables in the shared page-cache mapping,
-``serial:adaptive:shared``). Writes
-``benchmarks/results/rubik_speedup.json`` (after every cube, with ``"complete": false``
-until the last: a run stopped early keeps its finished cubes) and ``.png``; ``--resume``
-runs only the cubes such a file does not hold yet, so a long series can be measured over
+``serial:adaptive:shared``; the settled comparisons: docs/decisions.md). Writes
+``rubik_speedup.json`` (after every cube, with ``"complete": false`` until the last: a run
+stopped early keeps its finished cubes) and ``.png`` to ``--out DIR`` (default
+``benchmarks/results/local/``; ``--publish``: the tracked ``benchmarks/results/``);
+``--resume`` runs only the cubes such a file does not hold yet, so a long series can be measured over
 several idle windows (each cube's launches still run side by side).
 """
 from __future__ import annotations
@@ -29,16 +30,15 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
+from pyfw.monitor.results import add_output_options, machine, output_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, ROOT)
 
 
 def seed_range(text):
@@ -48,14 +48,9 @@ def seed_range(text):
 
 
 def cube_of(seed):
-    """``Cube.random(seed)`` for an integer seed, else the position of that name in
-    ``rubik_symmetry.POSITIONS`` (``--positions``)."""
-    from apps.rubik import Cube
-    if isinstance(seed, int) or str(seed).isdigit():
-        return Cube.random(int(seed))
-    sys.path.insert(0, HERE)
-    from rubik_symmetry import position
-    return position(seed)
+    """``Cube.random(seed)``."""
+    from pyfw.apps.rubik import Cube
+    return Cube.random(int(seed))
 
 
 def geomean(xs):
@@ -70,8 +65,8 @@ def mpi_solve(heuristic, seed, order, split, depth, inverse=True, steal=True,
               memory="auto", repeat=1):
     """Under mpiexec: ``repeat`` warm solves of ``cube_of(seed)``; rank 0 prints a RESULT
     line with the median solve's figures and every solve's seconds (``runs``)."""
-    from apps.rubik import Heuristic
-    from apps.rubik.parallel import preload, solve_parallel
+    from pyfw.apps.rubik import Heuristic
+    from pyfw.apps.rubik.parallel import preload, solve_parallel
     from pyfw.farm import Farm
     with Farm(None, setup=preload, setup_args=(heuristic, None, None, inverse, memory),
               pipeline_depth=depth) as farm:
@@ -120,7 +115,7 @@ def launch(ranks, heuristic, seed, order, split, depth, timeout, inverse=True, s
 
 def run_result(cmd, timeout):
     """Run a launch command; the JSON of its rank 0's ``RESULT`` line (exit on failure)."""
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout + 60)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60)
     line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
     if p.returncode != 0 or not line:
         raise SystemExit(f"launch failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-2000:]}"
@@ -234,10 +229,7 @@ def parse_args(argv=None):
     """The command line (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0-19")
-    ap.add_argument("--positions", default=None,
-                    help="comma-separated names from rubik_symmetry.POSITIONS instead of "
-                         "random cubes (e.g. superflip,sym-seed3)")
-    ap.add_argument("--heuristic", default="huge")
+    ap.add_argument("--heuristic", default="nx")
     ap.add_argument("--order", default="serial")
     ap.add_argument("--split", type=_split, default="adaptive")
     ap.add_argument("--pipeline-depth", type=int, default=None,
@@ -261,12 +253,12 @@ def parse_args(argv=None):
                          "medians, so one disturbed solve on a shared machine does not "
                          "decide a cube")
     ap.add_argument("--timeout", type=float, default=900.0, help="per launch, seconds")
-    ap.add_argument("--out", default=os.path.join(RESULTS, "rubik_speedup"))
+    add_output_options(ap, RESULTS)
     ap.add_argument("--resume", action="store_true",
                     help="keep the cubes a stopped run of the same configurations saved in "
-                         "OUT.json and run only the others (a long series over several "
+                         "the output directory and run only the others (a long series over several "
                          "idle windows)")
-    ap.add_argument("--mpi", type=lambda x: int(x) if x.isdigit() else x, default=None,
+    ap.add_argument("--mpi", type=int, default=None,
                     help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
@@ -302,22 +294,22 @@ def main(argv=None):
     if a.mpi is not None:
         return mpi_solve(a.heuristic, a.mpi, a.order, a.split, a.pipeline_depth, a.inverse,
                          a.steal, a.table_memory, a.repeat)
-    seeds = a.positions.split(",") if a.positions else seed_range(a.seeds)
+    seeds = seed_range(a.seeds)
     t0 = time.time()
     wanted = wanted_configs(a)
-    done = (previous_cubes(a.out + ".json", a.heuristic, wanted, a.repeat) if a.resume
+    out = os.path.join(output_dir(a), "rubik_speedup")
+    done = (previous_cubes(out + ".json", a.heuristic, wanted, a.repeat) if a.resume
             else None)
 
     def save(configs, complete):
         d = {"command": "python benchmarks/rubik_speedup.py " + " ".join(argv or sys.argv[1:]),
-             "machine": {"host": platform.node(), "cores": os.cpu_count(),
-                         "load": os.getloadavg()[0]},
+             "machine": machine(),
              "heuristic": a.heuristic, "seeds": seeds, "repeat": a.repeat,
              "configs": configs,
              "seconds": time.time() - t0, "complete": complete,
              # cubes kept from the stopped run(s) this one resumed (their own seconds)
              "resumed_cubes": len(done[0]) if done else 0}
-        with open(a.out + ".json", "w") as fh:
+        with open(out + ".json", "w") as fh:
             json.dump(d, fh, indent=1)
 
     def partial(results):   # a long run stopped early keeps its finished cubes
@@ -327,7 +319,8 @@ def main(argv=None):
     for cfg in configs:
         print_summary(cfg)
     save(configs, True)
-    plot(configs, a.out + ".png")
+    plot(configs, out + ".png")
+    print(f"wrote {out}.json and .png")
     return 0
 
 

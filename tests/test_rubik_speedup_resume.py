@@ -29,16 +29,16 @@ def bench(monkeypatch):
 
 def test_resume_runs_only_the_cubes_a_stopped_run_did_not_finish(bench, tmp_path):
     mod, launched, stop = bench
-    out = str(tmp_path / "series")
+    out = str(tmp_path / "series")     # --out DIR: the run writes DIR/rubik_speedup.json
     stop["at"] = 5
     with pytest.raises(KeyboardInterrupt):
         mod.main(["--seeds", "3-6", "--out", out])
-    saved = json.load(open(out + ".json"))
+    saved = json.load(open(os.path.join(out, "rubik_speedup.json")))
     assert not saved["complete"] and [c["seed"] for c in saved["configs"][0]["cubes"]] == [3, 4]
     stop["at"], launched[:] = None, []
     assert mod.main(["--seeds", "3-6", "--out", out, "--resume"]) == 0
     assert sorted({s for _, s in launched}) == [5, 6]               # only the rest ran
-    got = json.load(open(out + ".json"))
+    got = json.load(open(os.path.join(out, "rubik_speedup.json")))
     assert got["complete"] and [c["seed"] for c in got["configs"][0]["cubes"]] == [3, 4, 5, 6]
     assert got["configs"][0]["summary"]["cubes"] == 4
     assert got["configs"][0]["summary"]["median_speedup"] == 2.0
