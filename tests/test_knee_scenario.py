@@ -219,7 +219,10 @@ def test_balancer_moves_cuts_inside_each_group_and_the_fields_stay_bitwise():
 def test_an_error_in_one_group_is_raised_on_its_ranks_and_the_other_group_finishes():
     """Group 0 asks for an unstable time step (refused on both its ranks, the same
     message), then for an output directory that rank 0 cannot create (the other rank raises
-    too); group 1 runs its scenario meanwhile and gets the serial result."""
+    too). Group 1, meanwhile, fails mid-run (its checkpoint cannot be written: a directory
+    stands where the file's temporary goes; the balancer has exchanges in flight) on both
+    ranks, then runs its scenario on the same communicator and gets the serial result."""
+    tmp = _shared_tmpdir()
     g, group = _groups()
     verdict, got = (True, ""), {}
     if g == 0:
@@ -240,13 +243,26 @@ def test_an_error_in_one_group_is_raised_on_its_ranks_and_the_other_group_finish
                                and "rank 0" in msgs[1]["out"]):
             verdict = (False, f"unclear messages: {msgs}")
     elif g == 1:
-        got["doc"] = run_scenario(SCENARIOS[1], group, **RUN)
+        out = os.path.join(tmp, "blocked")
+        if group.rank == 0:
+            os.makedirs(os.path.join(out, "ckpt.h5.tmp"))
+        try:
+            run_scenario(SCENARIOS[1], group, out=out, checkpoint_every=0.1, balance_every=3,
+                         **RUN)
+            verdict = (False, "a checkpoint that cannot be written was accepted")
+        except ConfigurationError as e:
+            if "checkpoint" not in str(e):
+                verdict = (False, f"unclear message: {e}")
+        got["doc"] = run_scenario(SCENARIOS[1], group, balance_every=3, **RUN)
     agree(*verdict)
     docs = W.allgather(got.get("doc"))
     ref = run_scenario(SCENARIOS[1], MPI.COMM_SELF, **RUN) if W.rank == 0 else None
     agree(W.rank != 0 or reproducible(docs[2]) == reproducible(ref), "group 1 differs")
     if group != MPI.COMM_NULL:
         group.Free()
+    W.Barrier()
+    if W.rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.mark.mpi(min_size=4)

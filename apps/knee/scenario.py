@@ -95,10 +95,11 @@ def run_scenario(params, comm, minutes: float | None = 90.0, *, steps: int | Non
     Collective over ``comm`` (mpi4py or :class:`pyfw.comm.Comm`).
 
     ``params``: a :class:`Params` or a dict of its fields. ``minutes`` of cooling, or up to
-    step ``steps`` if that is given (as the CLI's ``--minutes`` and ``--steps``). ``history_every``: seconds of simulated time between probe
-    records; ``balance``, ``balance_every``, ``overlap``: as the CLI's ``--no-balance``,
-    ``--balance-every``, ``--no-overlap``; ``slowdown``: emulate a slower rank, a factor for
-    this rank or ``{group rank: factor}`` (the same dict on every rank: tests, benchmarks).
+    step ``steps`` if that is given (as the CLI's ``--minutes`` and ``--steps``).
+    ``history_every``: seconds of simulated time between probe records; ``balance``,
+    ``balance_every``, ``overlap``: as the CLI's ``--no-balance``, ``--balance-every``,
+    ``--no-overlap``; ``slowdown``: emulate a slower rank, a factor for this rank or
+    ``{group rank: factor}`` (the same dict on every rank: tests, benchmarks).
 
     Output only when asked: ``out`` (a directory, created if needed) receives what the CLI
     writes there but the plots: ``summary.json``, the final checkpoint ``ckpt.h5`` (every
@@ -123,11 +124,37 @@ def run_scenario(params, comm, minutes: float | None = 90.0, *, steps: int | Non
                 exc = ConfigurationError(f"cannot create the output directory {out!r}: {e}")
         agree(pc, exc, "run_scenario")
     run = KneeRun(pc, p, **kw)
+    try:
+        _advance(run, say, minutes=minutes, steps=steps, history_every=history_every,
+                 out=out, snapshot_every=snapshot_every, checkpoint_every=checkpoint_every)
+    except ConfigurationError:
+        # raised alike on every rank (validated or agreed): complete the monitor's
+        # exchanges anyway, so no request is left on comm for the next task or Finalize
+        run.dom.close()
+        raise
+    doc = summary_document(run, pc)
+    if out is not None:
+        exc = None
+        if pc.rank == 0:
+            try:
+                with open(os.path.join(out, "summary.json"), "w") as f:
+                    json.dump(doc, f, indent=1)
+            except OSError as e:
+                exc = ConfigurationError(f"cannot write {out!r}/summary.json: {e}")
+        agree(pc, exc, "run_scenario")
+    # as summary.json reads back (string keys, plain types), the same on every rank
+    return pc.mpi.bcast(json.loads(json.dumps(doc)) if pc.rank == 0 else None, root=0)
+
+
+def _advance(run: KneeRun, say, *, minutes, steps, history_every, out, snapshot_every,
+             checkpoint_every) -> None:
+    """Steady state, irrigation, cooling to the end asked for; the files of ``out``."""
+    p = run.p
     run.steady_state()
     run.irrigate()
     run.start_cooling()
     s = run.solver
-    say(f"grid {run.geo.shape} on {pc.size} rank(s), slabs {run.dom.cuts.tolist()}, "
+    say(f"grid {run.geo.shape} on {run.dom.size} rank(s), slabs {run.dom.cuts.tolist()}, "
         f"dt = {s.dt:.4g} s (limit {s.dt_limit:.4g} s)")
     snaps, ckpt = None, None
     if out is not None:
@@ -146,18 +173,6 @@ def run_scenario(params, comm, minutes: float | None = 90.0, *, steps: int | Non
     if ckpt is not None:
         run.save(ckpt)
     run.dom.close()   # completes the monitor's exchanges: none is left on comm
-    doc = summary_document(run, pc)
-    if out is not None:
-        exc = None
-        if pc.rank == 0:
-            try:
-                with open(os.path.join(out, "summary.json"), "w") as f:
-                    json.dump(doc, f, indent=1)
-            except OSError as e:
-                exc = ConfigurationError(f"cannot write {out!r}/summary.json: {e}")
-        agree(pc, exc, "run_scenario")
-    # as summary.json reads back (string keys, plain types), the same on every rank
-    return pc.mpi.bcast(json.loads(json.dumps(doc)) if pc.rank == 0 else None, root=0)
 
 
 def summary_document(run: KneeRun, comm) -> dict:
