@@ -1,4 +1,5 @@
-"""Progress bar with ETA on the master's terminal, and the end-of-run summary table."""
+"""Progress of a round on the master (a bar on a terminal, a line every few seconds
+elsewhere), and the end-of-run summary table."""
 from __future__ import annotations
 
 import sys
@@ -15,55 +16,82 @@ def _hms(seconds: float) -> str:
 
 
 class Progress:
-    """``name [#####.....] done/total pct rate ETA`` on stderr, redrawn at most 5 times/s.
+    """Progress of one round on the master's stderr.
 
-    Shown only when ``enabled`` is True, or None and stderr is a terminal.
+    On a terminal, a bar redrawn at most 5 times a second: ``name [#####.....] done/total
+    pct rate ETA``. Anywhere else (a rank's stderr under ``pyfw-run``/mpiexec, a batch
+    job's log) a plain line every ``every`` seconds (5), as the apps print theirs, and a
+    last one when the round ends -- a round shorter than ``every`` prints nothing.
+    ``enabled``: None (the default: as just said), True (the same), False (silent:
+    ``Farm(progress=False)``). ``clock``: seconds, monotonic (tests pass their own).
+    Lines come as results arrive, so a round whose tasks each take longer than ``every``
+    prints one line per result.
     """
 
+    EVERY = 5.0
+
     def __init__(self, name: str, total: int | None, enabled: bool | None = None,
-                 stream=None):
+                 stream=None, every: float | None = None, clock=time.monotonic):
         self.stream = stream or sys.stderr
-        if enabled is None:
-            enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.enabled = enabled
+        self.enabled = enabled is not False
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.every = self.EVERY if every is None else float(every)
         self.name, self.total = name, total
         self.done = 0
-        self.t0 = time.monotonic()
-        self.next_draw = 0.0
+        self.clock = clock
+        self.t0 = clock()
+        self.next_draw = 0.0 if self.tty else self.t0 + self.every
+        self.lines = 0   # plain lines written (off a terminal)
 
     def update(self, n: int) -> None:
-        """Record ``n`` more finished tasks; redraw at most every 0.2 s."""
+        """Record ``n`` more finished tasks; redraw if due."""
         self.done += n
         if self.enabled:
-            now = time.monotonic()
+            now = self.clock()
             if now >= self.next_draw:
-                self.next_draw = now + 0.2
+                self.next_draw = now + (0.2 if self.tty else self.every)
                 self.draw(now)
 
-    def line(self, now: float) -> str:
-        """The progress line now (done/total, rate, ETA)."""
+    def line(self, now: float, final: bool = False) -> str:
+        """The progress line now (done/total, rate, ETA; ``final``: the round's summary)."""
         elapsed = max(now - self.t0, 1e-9)
         rate = self.done / elapsed
+        if final and not self.tty:
+            of = f"/{self.total}" if self.total else ""
+            return (f"{self.name}: {self.done}{of} tasks in {_hms(elapsed)}, "
+                    f"{rate:,.0f} tasks/s, ended")
         if self.total:
             frac = min(1.0, self.done / self.total)
-            bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
             eta_s = _hms(eta) if eta != float("inf") else "?"
+            if not self.tty:
+                return (f"{self.name}: {self.done}/{self.total} tasks ({100 * frac:.1f}%) "
+                        f"after {_hms(elapsed)}, {rate:,.0f} tasks/s, ETA {eta_s}")
+            bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
             return (f"{self.name} [{bar}] {self.done}/{self.total} {100 * frac:5.1f}% "
                     f"{rate:,.0f} tasks/s ETA {eta_s}")
-        return f"{self.name} {self.done} tasks {rate:,.0f} tasks/s elapsed {_hms(elapsed)}"
+        sep = ":" if not self.tty else ""
+        return f"{self.name}{sep} {self.done} tasks {rate:,.0f} tasks/s elapsed {_hms(elapsed)}"
 
-    def draw(self, now: float) -> None:
-        """Write the progress line to the stream."""
-        self.stream.write("\r" + self.line(now) + "\033[K")
+    def draw(self, now: float, final: bool = False) -> None:
+        """Write the progress line to the stream (redrawn in place on a terminal)."""
+        if self.tty:
+            self.stream.write("\r" + self.line(now) + "\033[K")
+        else:
+            self.stream.write("pyfw farm " + self.line(now, final) + "\n")
+            self.lines += 1
         self.stream.flush()
 
     def close(self) -> None:
-        """Draw the last line and end it."""
-        if self.enabled:
-            self.draw(time.monotonic())
+        """Draw the last line and end it (off a terminal: only if a line was written)."""
+        if not self.enabled:
+            return
+        if self.tty:
+            self.draw(self.clock())
             self.stream.write("\n")
             self.stream.flush()
+        elif self.lines:
+            self.draw(self.clock(), final=True)
 
 
 def format_summary(stats: dict) -> str:
