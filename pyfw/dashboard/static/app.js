@@ -112,7 +112,7 @@
     const tr = Math.log;
     const cw = Math.max(14, Math.min(46, 440 / cols.length)), ch = Math.max(14,
       Math.min(30, 300 / rows.length)), L = 44, T = 16;
-    const w = L + cw * cols.length + 90, h = Math.max(T + ch * rows.length + 8, 70);
+    const w = L + cw * cols.length + 120, h = Math.max(T + ch * rows.length + 8, 70);
     let s = "";
     rows.forEach((r, i) => {
       s += `<text x="${L - 4}" y="${T + i * ch + ch / 2 + 3}" text-anchor="end">${esc(r)}</text>`;
@@ -235,7 +235,7 @@
       utilisation(hist, s.workers.map((w) => w.rank)) + `</div>` + `<div class="panel"><h3>Links: ` +
       `${esc(s.links ? s.links.what : "master-worker round trip")} (forecast)</h3>` +
       (s.links ? heatMatrix(s.links.latency_s, s.links.ranks.map((r) => "r" + r),
-        s.links.cols.map((r) => "r" + r), secs, "rtt", s.links.method, "round trip (s)",
+        s.links.cols.map((r) => "r" + r), secs, "rtt", s.links.method, "round-trip time",
         "Each cell: the forecast time from the master sending a chunk to a worker to its " +
         "answer, less the worker's time on the chunk (network plus both sides' polling).") :
         `<p class="note">measured once chunks come back</p>`) + `</div></div>`;
@@ -311,12 +311,12 @@
       const lab = s.links.ranks.map((r) => "r" + r), cl = s.links.cols.map((r) => "r" + r);
       out += `<div class="panel"><h3>Link latency (forecast)</h3>` +
         heatMatrix(s.links.latency_s, lab, cl, secs, "latency", s.links.method,
-          "latency (s)", "Each cell: the forecast one-way latency between two ranks " +
+          "one-way latency", "Each cell: the forecast one-way latency between two ranks " +
           "(the fixed cost of a message, from the monitor's ping-pong probes).") + `</div>`;
       if (s.links.bandwidth.length) {
         out += `<div class="panel"><h3>Link bandwidth (forecast)</h3>` +
           heatMatrix(s.links.bandwidth, lab, cl, (v) => sig(v) + "B/s", "bandwidth", null,
-            "bandwidth (B/s)", "Each cell: the forecast bandwidth between two ranks, " +
+            "bandwidth", "Each cell: the forecast bandwidth between two ranks, " +
             "bytes per second, from the monitor's probes.") + `</div>`;
       }
     } else {
