@@ -43,7 +43,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 
 RESULTS = os.path.join(HERE, "results")
 DEFAULT_SIZES = [0] + [2 ** i for i in range(21)]

@@ -32,9 +32,9 @@ import threading
 import time
 import urllib.request
 
+from pyfw.monitor.results import add_output_options, machine, output_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 RESULTS = os.path.join(HERE, "results")
 
 
@@ -125,9 +125,9 @@ def launch(args, variant: str) -> dict:
     poller = Poller(port) if variant == "on" else None
     if poller:
         poller.start()
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ)
     env.pop("PYFW_DASHBOARD", None)
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if poller:
         poller.stop.set()
         poller.join()
@@ -191,10 +191,12 @@ def main() -> None:
     p.add_argument("--coarse-ms", type=float, default=4.0)
     p.add_argument("--job", choices=("on", "off"), dest="variant", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    add_output_options(p, RESULTS)
     args = p.parse_args()
     if args.variant:
         job(args)
         return
+    out = output_dir(args)
     load_before = os.getloadavg()
     runs = []
     for rep in range(args.reps):
@@ -205,16 +207,16 @@ def main() -> None:
                                          for v in order for n in ("fine", "coarse")),
               flush=True)
     summary = summarise(runs, ("fine", "coarse"))
-    result = {"benchmark": "dashboard_overhead", "nprocs": args.nprocs, "reps": args.reps,
+    result = {"machine": machine(), "benchmark": "dashboard_overhead", "nprocs": args.nprocs, "reps": args.reps,
               "workloads": {"fine": {"tasks": args.fine_tasks, "task_us": args.fine_us},
                             "coarse": {"tasks": args.coarse_tasks,
                                        "task_ms": args.coarse_ms}},
               "poll_interval_s": 1.0, "load_before": load_before,
               "load_after": os.getloadavg(), "summary": summary, "runs": runs}
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "dashboard_overhead.json"), "w") as fh:
+    with open(os.path.join(out, "dashboard_overhead.json"), "w") as fh:
         json.dump(result, fh, indent=1)
-    plot(summary, os.path.join(RESULTS, "dashboard_overhead.png"))
+    plot(summary, os.path.join(out, "dashboard_overhead.png"))
+    print(f"wrote {out}/dashboard_overhead.json and .png")
     for name, s in summary.items():
         print(f"{name}: off {s['off_median_s']:.3f} s [{s['off_min_s']:.3f}-"
               f"{s['off_max_s']:.3f}], on {s['on_median_s']:.3f} s [{s['on_min_s']:.3f}-"

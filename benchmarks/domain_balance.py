@@ -20,8 +20,10 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from apps.knee.model import KneeRun, Params
+from pyfw.apps.knee.model import KneeRun, Params
 from pyfw.comm import Comm
+
+from pyfw.monitor.results import add_output_options, output_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -59,6 +61,7 @@ def parse_args():
     ap.add_argument("--slow", type=float, default=3.0)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--settle", type=int, default=60)
+    add_output_options(ap, os.path.join(HERE, "results"))
     return ap.parse_args()
 
 
@@ -148,7 +151,7 @@ def main():
     res["overlap_equal_ranks_step_s"] = run_overlap(comm, shape, args)
 
     if comm.rank == 0:
-        out = os.path.join(HERE, "results", f"domain_balance_n{comm.size}")
+        out = os.path.join(output_dir(args), f"domain_balance_n{comm.size}")
         with open(out + ".json", "w") as f:
             json.dump(res, f, indent=1)
         print(json.dumps({k: v for k, v in res.items() if k != "balancer_log"}, indent=1))

@@ -29,12 +29,13 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+from pyfw.monitor.results import add_output_options, output_dir
 
-from pyfw.comm import Comm  # noqa: E402
-from pyfw.domain import SlabDomain  # noqa: E402
-from pyfw.monitor.emulate import DeliveryShaper  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+from pyfw.comm import Comm
+from pyfw.domain import SlabDomain
+from pyfw.monitor.emulate import DeliveryShaper
 
 
 def make(comm, shape):
@@ -76,6 +77,7 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--chunk", type=int, default=4)
+    add_output_options(ap, os.path.join(HERE, "results"))
     return ap.parse_args()
 
 
@@ -166,7 +168,7 @@ def main():
     comm.shaper = None
     add_model(res, lats)
     if comm.rank == 0:
-        out = os.path.join(HERE, "results", f"domain_halo_overlap_n{p}")
+        out = os.path.join(output_dir(args), f"domain_halo_overlap_n{p}")
         with open(out + ".json", "w") as f:
             json.dump(res, f, indent=1)
         print_cases(res)

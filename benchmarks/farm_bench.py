@@ -1,6 +1,7 @@
 """Master-worker benchmarks: pyfw.farm against mpi4py.futures, side by side in one run.
 
-    python benchmarks/farm_bench.py [--repeats 5] [--quick]
+    python benchmarks/farm_bench.py [--repeats 5] [--quick] [--only throughput|imbalance]
+                                    [--publish | --out DIR]
 
 1. throughput (2 and 4 ranks): tasks/s for empty tasks and ~100 us tasks;
    pyfw Farm.map and pyfw Executor.map at their defaults, against mpi4py.futures
@@ -10,7 +11,8 @@
    varied duration, against the ideal lower bound total work / total speed.
 
 Every figure is the median of ``--repeats`` runs with the min-max spread. Writes
-benchmarks/results/farm_throughput.json, farm_imbalance.json and PNG plots.
+farm_throughput.json, farm_imbalance.json and PNG plots to ``--out DIR`` (default
+benchmarks/results/local/; ``--publish``: the tracked benchmarks/results/).
 """
 from __future__ import annotations
 
@@ -21,9 +23,10 @@ import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, os.path.dirname(HERE))
+from pyfw.monitor.results import add_output_options, machine, output_dir
+from pyfw.monitor.stats import spread
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 # ------------------------------------------------------------------ task bodies
@@ -52,8 +55,7 @@ def timed_sleep(seconds):
 
 
 def summarize(samples):
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
-            "samples": samples}
+    return dict(spread(samples), samples=samples)
 
 
 # ------------------------------------------------------------------ child jobs (under mpiexec)
@@ -162,10 +164,10 @@ def child_imbalance(repeats: int, quick: bool) -> dict | None:
 
 
 # ------------------------------------------------------------------ driver
-def launch_child(kind: str, nprocs: int, repeats: int, quick: bool) -> dict:
+def launch_child(kind: str, nprocs: int, repeats: int, quick: bool, where: str) -> dict:
     from pyfw import launch
-    out = os.path.join(RESULTS, f".farm_{kind}_{nprocs}.tmp.json")
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--out", out,
+    out = os.path.join(where, f".farm_{kind}_{nprocs}.tmp.json")
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--child-out", out,
            "--repeats", str(repeats)] + (["--quick"] if quick else [])
     res = launch.run(nprocs, cmd, timeout=3000, capture=True)
     if res.returncode != 0:
@@ -225,22 +227,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="smaller task counts")
-    parser.add_argument("--child", choices=("throughput", "imbalance"))
-    parser.add_argument("--out")
+    parser.add_argument("--child", choices=("throughput", "imbalance"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", help=argparse.SUPPRESS)
     parser.add_argument("--only", choices=("throughput", "imbalance"))
+    add_output_options(parser, RESULTS)
     args = parser.parse_args()
     if args.child:
         fn = child_throughput if args.child == "throughput" else child_imbalance
         data = fn(args.repeats, args.quick)
         if data is not None:
-            with open(args.out, "w") as fh:
+            with open(args.child_out, "w") as fh:
                 json.dump(data, fh)
         return 0
-    os.makedirs(RESULTS, exist_ok=True)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "cores": os.cpu_count(),
-            "repeats": args.repeats, "quick": args.quick}
+    out = output_dir(args)
+    meta = dict(machine(), date=time.strftime("%Y-%m-%d %H:%M"), repeats=args.repeats,
+                quick=args.quick)
     if args.only in (None, "throughput"):
-        runs = {n: launch_child("throughput", n, args.repeats, args.quick) for n in (2, 4)}
+        runs = {n: launch_child("throughput", n, args.repeats, args.quick, out) for n in (2, 4)}
         ratios = {}
         for n, res in runs.items():
             for kind in ("empty", "100us"):
@@ -257,16 +260,16 @@ def main() -> int:
                 "auto_vs_depth1": res["100us|pyfw ss depth=auto"]["median"]
                 / res["100us|pyfw ss depth=1"]["median"]}
         data = {"meta": meta, "runs": runs, "ratios": ratios}
-        with open(os.path.join(RESULTS, "farm_throughput.json"), "w") as fh:
+        with open(os.path.join(out, "farm_throughput.json"), "w") as fh:
             json.dump(data, fh, indent=1)
-        plot_throughput(data, os.path.join(RESULTS, "farm_throughput.png"))
+        plot_throughput(data, os.path.join(out, "farm_throughput.png"))
         print(json.dumps(ratios, indent=1))
     if args.only in (None, "imbalance"):
-        data = launch_child("imbalance", 4, args.repeats, args.quick)
+        data = launch_child("imbalance", 4, args.repeats, args.quick, out)
         data["meta"] = meta
-        with open(os.path.join(RESULTS, "farm_imbalance.json"), "w") as fh:
+        with open(os.path.join(out, "farm_imbalance.json"), "w") as fh:
             json.dump(data, fh, indent=1)
-        plot_imbalance(data, os.path.join(RESULTS, "farm_imbalance.png"))
+        plot_imbalance(data, os.path.join(out, "farm_imbalance.png"))
         print(json.dumps(data["ratio_to_ideal"], indent=1))
     return 0
 

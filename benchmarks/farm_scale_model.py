@@ -38,7 +38,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, os.path.dirname(HERE))
 
 TARGET = 2e-3            # the adaptive policy's chunk duration floor (pyfw.farm.policies)
 PER_NODE = 32            # workers per node in the predictions

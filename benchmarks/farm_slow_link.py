@@ -31,7 +31,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, os.path.dirname(HERE))
 
 TASK_S = 1e-3
 

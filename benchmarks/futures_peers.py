@@ -18,8 +18,10 @@ min-max. Peers come from the ``bench`` extra (``pip install -e .[bench]``); a pe
 start is reported with its error. Run under ``flock /tmp/pyfw-bench.lock``::
 
     python benchmarks/futures_peers.py [--workers 2 4] [--reps 5] [--peers ...]
+                                       [--publish | --out DIR]
 
-Writes ``benchmarks/results/futures_peers.json``, ``.txt`` (the table) and ``.png``.
+Writes ``futures_peers.json``, ``.txt`` (the table) and ``.png`` to ``--out DIR`` (default
+``benchmarks/results/local/``; ``--publish``: the tracked ``benchmarks/results/``).
 """
 from __future__ import annotations
 
@@ -28,14 +30,15 @@ import json
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from pyfw.monitor.results import add_output_options, machine, output_dir
+from pyfw.monitor.stats import spread
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 PEERS = ("pyfw", "mpi4py", "schwimmbad", "dask", "charm4py", "ray")
 SLOW = ("dask", "charm4py", "ray")
@@ -133,7 +136,8 @@ def run_scenarios(peer, mapper, workers, reps, scenario, tmp, chunks=(None,)):
 
 
 def job(args):
-    peer, out, workers, reps, scen = args.job, args.out, args.nworkers, args.reps, args.scenario
+    peer, out, workers, reps, scen = (args.job, args.job_out, args.nworkers, args.reps,
+                                      args.scenario)
     tmp = tempfile.mkdtemp(prefix="pyfw-peers-")
 
     def write(res):
@@ -203,7 +207,7 @@ def _dask_job(peer, write, workers, reps, scen, tmp):
 # ---------------------------------------------------------------- driver side
 def command(peer, workers, out, reps, scen):
     py, me = sys.executable, os.path.abspath(__file__)
-    tail = ["--job", peer, "--out", out, "--nworkers", str(workers), "--reps", str(reps),
+    tail = ["--job", peer, "--job-out", out, "--nworkers", str(workers), "--reps", str(reps),
             "--scenario", scen]
     from pyfw import launch
     if peer in ("pyfw", "mpi4py"):
@@ -226,7 +230,6 @@ def run_peer(peer, workers, reps, scen, timeout):
     os.remove(out)
     cmd = command(peer, workers, out, reps, scen)
     env = launch.mpi_env(nprocs=workers + 2)
-    env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")])
     t0 = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True, cwd=HERE)
@@ -246,8 +249,7 @@ def run_peer(peer, workers, reps, scen, timeout):
 
 
 def summarise(times):
-    return {"median": statistics.median(times), "min": min(times), "max": max(times),
-            "runs": len(times)}
+    return dict(spread(times), runs=len(times))
 
 
 def main(argv=None):
@@ -255,15 +257,21 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--peers", nargs="+", default=list(PEERS))
-    ap.add_argument("--job"), ap.add_argument("--out"), ap.add_argument("--nworkers", type=int)
+    ap.add_argument("--job", help=argparse.SUPPRESS)
+    ap.add_argument("--job-out", help=argparse.SUPPRESS)
+    ap.add_argument("--nworkers", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--scenario", default="all")
     ap.add_argument("--merge", action="store_true",
-                    help="update the peers run into the existing JSON report")
+                    help="update the peers run into the existing JSON report (in the "
+                         "output directory)")
+    add_output_options(ap, RESULTS)
     args = ap.parse_args(argv)
     if args.job:
         return job(args)
-    path = os.path.join(RESULTS, "futures_peers.json")
-    report = {"uptime_before": os.getloadavg(), "reps": args.reps, "peers": {}}
+    out = output_dir(args)
+    path = os.path.join(out, "futures_peers.json")
+    report = {"machine": machine(), "uptime_before": os.getloadavg(), "reps": args.reps,
+              "peers": {}}
     if args.merge and os.path.exists(path):   # re-run some peers into an earlier report
         with open(path) as fh:
             report = json.load(fh)
@@ -289,14 +297,14 @@ def main(argv=None):
                 entry["d"]["finished"] = True
             print(json.dumps({peer: {w: entry}}, default=str)[:600], flush=True)
     report["uptime_after"] = os.getloadavg()
-    os.makedirs(RESULTS, exist_ok=True)
     with open(path, "w") as fh:
         json.dump(report, fh, indent=1)
     text = table(report)
     print(text)
-    with open(os.path.join(RESULTS, "futures_peers.txt"), "w") as fh:
+    with open(os.path.join(out, "futures_peers.txt"), "w") as fh:
         fh.write(text + "\n")
-    plot(report, os.path.join(RESULTS, "futures_peers.png"))
+    plot(report, os.path.join(out, "futures_peers.png"))
+    print(f"wrote {path}, .txt and .png")
 
 
 def _best(entry, scen):

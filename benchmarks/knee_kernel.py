@@ -27,10 +27,12 @@ import time
 import numpy as np
 from numba import njit
 
-from apps.knee import kernel as K
-from apps.knee.phantom import Geometry, planes
-from apps.knee.solver import Tables
-from apps.knee.tissues import DEFAULT_TISSUES, ID
+from pyfw.apps.knee import kernel as K
+from pyfw.apps.knee.phantom import Geometry, planes
+from pyfw.apps.knee.solver import Tables
+from pyfw.apps.knee.tissues import DEFAULT_TISSUES, ID
+
+from pyfw.monitor.results import add_output_options, output_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -61,7 +63,7 @@ def solver_steps(shape, tid, tab, repeat, steps=20):
     """Seconds per step of the serial solver (medians over ``repeat`` runs of ``steps``)."""
     from mpi4py import MPI
 
-    from apps.knee.solver import HeatSolver
+    from pyfw.apps.knee.solver import HeatSolver
     from pyfw.domain import SlabDomain
     dom = SlabDomain(MPI.COMM_SELF, shape)
     dom.set_from_global("tid", tid)
@@ -78,6 +80,7 @@ def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", type=int, nargs=3, default=(200, 160, 160))
     ap.add_argument("--repeat", type=int, default=7)
+    add_output_options(ap, os.path.join(HERE, "results"))
     return ap.parse_args()
 
 
@@ -172,7 +175,7 @@ def main():
     t_const = timed(lambda: K._const_step(a, b, 0.1, 1, shape[0] - 1), args.repeat)
     t_knee, t_solver = knee_times(shape, args.repeat)
     res = summarise(shape, args.repeat, copy_bw, ncopy_rate, t_const, t_knee, t_solver)
-    out = os.path.join(HERE, "results", "knee_kernel")
+    out = os.path.join(output_dir(args), "knee_kernel")
     with open(out + ".json", "w") as f:
         json.dump(res, f, indent=1)
     print(json.dumps(res, indent=1))

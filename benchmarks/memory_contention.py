@@ -21,11 +21,12 @@ import argparse
 import json
 import mmap
 import os
-import platform
-import statistics
 import subprocess
 import sys
 import time
+
+from pyfw.monitor.results import add_output_options, machine, output_dir, write_json
+from pyfw.monitor.stats import spread
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -101,9 +102,11 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gigabytes", type=float, default=2.47)
     ap.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
+    add_output_options(ap, RESULTS)
     a = ap.parse_args(argv)
     if a.child:
         return child(a.child[0], float(a.child[1]), a.gigabytes)
+    where = output_dir(a)
     setup = 6.0 + 2.5 * a.gigabytes      # time to touch the table before the clock
     t0 = time.time()
     out = {k: {"alone": [], "pair": []} for k in KINDS}
@@ -115,18 +118,16 @@ def main(argv=None):
                   + " ".join(f"{r / 1e6:.1f}" for r in out[kind]["pair"][-2:]) + " M/s",
                   flush=True)
     for kind, d in out.items():
-        d["median_alone"] = statistics.median(d["alone"])
-        d["median_pair"] = statistics.median(d["pair"])
+        d["median_alone"] = spread(d["alone"])["median"]
+        d["median_pair"] = spread(d["pair"])["median"]
         d["pair_over_alone"] = d["median_pair"] / d["median_alone"]
         print(f"{kind}: pair / alone {d['pair_over_alone']:.2f}")
     result = {"command": "python benchmarks/memory_contention.py "
                          + " ".join(argv or sys.argv[1:]),
-              "machine": {"host": platform.node(), "cpus": os.cpu_count(),
-                          "load": os.getloadavg()[0]},
+              "machine": machine(),
               "gigabytes": a.gigabytes, "repeats": a.repeats, "kinds": out,
               "seconds": time.time() - t0}
-    with open(os.path.join(RESULTS, "memory_contention.json"), "w") as fh:
-        json.dump(result, fh, indent=1)
+    write_json(where, "memory_contention.json", result)
     return 0
 
 

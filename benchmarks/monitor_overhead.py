@@ -36,7 +36,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 
 
 # ------------------------------------------------------------------------------ farm task

@@ -29,10 +29,8 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-from pyfw.launch import run  # noqa: E402
-from pyfw.monitor.__main__ import TRANSPORTS  # noqa: E402
+from pyfw.launch import run
+from pyfw.monitor.__main__ import TRANSPORTS
 
 C_SOURCE = r"""
 #include <mpi.h>
@@ -69,11 +67,10 @@ PY_SOURCE = r"""
 import sys, time
 import numpy as np
 from mpi4py import MPI
-sys.path.insert(0, sys.argv[1])
 from pyfw.comm import Comm
 from pyfw.monitor import probe_pairs
 c = MPI.COMM_WORLD
-iters, sizes = int(sys.argv[2]), [int(s) for s in sys.argv[3:]]
+iters, sizes = int(sys.argv[1]), [int(s) for s in sys.argv[2:]]
 buf = np.zeros(1 << 21, np.uint8)
 r = c.Get_rank()
 for n in sizes:
@@ -135,7 +132,7 @@ def measure_transport(tr: str, args, sizes: list, exe: str, py: str) -> dict:
             if line.strip():
                 n, t = line.split()
                 per["c"][int(n)].append(float(t))
-        res = run(2, [sys.executable, py, ROOT, str(args.iters)] + sz, env=env,
+        res = run(2, [sys.executable, py, str(args.iters)] + sz, env=env,
                   capture=True, timeout=300)
         assert res.returncode == 0, res.stderr
         for line in res.stdout.split("\n"):

@@ -29,11 +29,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, ROOT)
 
 T16 = "R2 U' F' D2 R F2 R' D2 B' R2 F D2 R U' F' U'"
 
-from apps.rubik.solver import DEFAULT_HEURISTIC  # noqa: E402
+from pyfw.apps.rubik.solver import DEFAULT_HEURISTIC
 
 
 def stats(xs):
@@ -41,7 +40,7 @@ def stats(xs):
 
 
 def bench_tables(repeats, with_huge):
-    from apps.rubik import coords, huge, korf, reid
+    from pyfw.apps.rubik import coords, huge, korf, reid
     out = {}
     t = time.perf_counter()
     coords._TABLES.clear()
@@ -72,7 +71,7 @@ def bench_tables(repeats, with_huge):
 
 
 def bench_proof(repeats, heuristics):
-    from apps.rubik import Heuristic, Solver
+    from pyfw.apps.rubik import Heuristic, Solver
     out = {}
     for name in heuristics:
         s = Solver(tables=Heuristic(name, progress=False))
@@ -102,8 +101,8 @@ def mpi_proof(heuristic, rounds, splits=SPLITS, longer=LONGER):
     (interleaved, ``rounds`` times each), then the ``longer`` proofs once; rank 0 prints
     one JSON line. Startup (farm, table loading on every rank, JIT) is timed separately
     from the proofs."""
-    from apps.rubik import Cube, Heuristic
-    from apps.rubik.parallel import preload, solve_parallel
+    from pyfw.apps.rubik import Cube, Heuristic
+    from pyfw.apps.rubik.parallel import preload, solve_parallel
     from pyfw.farm import Farm
     t0 = time.perf_counter()
     with Farm(None, setup=preload, setup_args=(heuristic,)) as farm:
@@ -200,8 +199,8 @@ def lpt(sizes, workers):
 
 
 def bench_subtrees(heuristic):
-    from apps.rubik import Heuristic
-    from apps.rubik.parallel import solve_parallel
+    from pyfw.apps.rubik import Heuristic
+    from pyfw.apps.rubik.parallel import solve_parallel
     from pyfw.farm import Farm
     h = Heuristic(heuristic, progress=False)
     out = {}
@@ -223,8 +222,8 @@ def bench_subtrees(heuristic):
 def mpi_random(heuristic, seeds, limit):
     """Run under mpiexec: optimal solves of Cube.random(seed) on the farm; rank 0 prints
     one RESULT line per cube (so a time-out keeps the cubes already solved)."""
-    from apps.rubik import Cube, Heuristic
-    from apps.rubik.parallel import preload, solve_parallel
+    from pyfw.apps.rubik import Cube, Heuristic
+    from pyfw.apps.rubik.parallel import preload, solve_parallel
     from pyfw.farm import Farm
     with Farm(None, setup=preload, setup_args=(heuristic,)) as farm:
         if farm.is_master:

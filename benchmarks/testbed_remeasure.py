@@ -39,7 +39,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, ROOT)
 PREFIX = "pfb"
 
 FARM_TASKS, FARM_CPU_S, FARM_PAYLOAD = 300, 4e-3, 50_000
@@ -187,7 +186,7 @@ def launch(info, argv, n=None, mpi4py_futures=False, timeout=300):
     from pyfw.launch import run
     from pyfw.testbed.agent import launch_options
     from pyfw.testbed.netns import job_env
-    env = job_env(info, dict(os.environ, PYTHONPATH=ROOT + os.pathsep + HERE))
+    env = job_env(info, dict(os.environ))
     n = n or sum(node["slots"] for node in info["nodes"])
     cmd = [sys.executable] + (["-m", "mpi4py.futures"] if mpi4py_futures else []) + argv
     res = run(n, cmd, timeout=timeout, extra=launch_options(info), env=env, capture=True,
@@ -267,7 +266,7 @@ def part_monitor(repeats):
 
 
 def part_domain(repeats):
-    knee = ["-m", "apps.knee", "--shape", "120", "60", "60", "--dx", "2", "--length", "100",
+    knee = ["-m", "pyfw.apps.knee", "--shape", "120", "60", "60", "--dx", "2", "--length", "100",
             "--steps", "1500", "--no-plots", "--quiet"]
     res = {"balanced": [], "even": []}
     cuts = []

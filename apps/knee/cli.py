@@ -164,7 +164,7 @@ SENSITIVITY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sensitiv
 
 
 def sensitivity_band(p, summ) -> dict | None:
-    """The drop of the default scenario with the band of ``benchmarks/knee_sensitivity.py``
+    """The drop of the default scenario with the band of the sensitivity study
     (its low/high ends as fractions of its own drop, applied to this run's), or None for
     another scenario or without the study's file."""
     from .model import Params

@@ -85,7 +85,8 @@ T_ARTERIAL_KNEE = 34.5
 #: cold response of skin, fat, muscle and tendon perfusion (and metabolism). Local skin
 #: cooling from 34 to 28 C cut skin blood flow to 42-46 % of baseline at three forearm
 #: sites (Hodges et al., Am J Physiol Heart Circ Physiol 293 (2007) H3187): Q10 =
-#: 3.65-4.25. benchmarks/knee_validation.py fits it over that range together with
+#: 3.65-4.25. The validation study (python -m apps.knee.studies validation) fits it over
+#: that range together with
 #: ICE_CONTACT on the thigh muscle under ice of Otte et al. 2002 (the thick-fat groups,
 #: where the perfusion carrying heat back decides). Known deviations from the sources: the
 #: same Q10 scales metabolism (Fiala et al. 1999 use 2 there; metabolic heat is small
@@ -96,7 +97,7 @@ T_ARTERIAL_KNEE = 34.5
 #: Otte's four groups), so 3.65, the range's low end, wins by a hair.
 Q10_TISSUE = 3.65
 #: contact resistance of a bagged pack on the skin, m^2 K/W: fitted with Q10_TISSUE by
-#: benchmarks/knee_validation.py on the minutes a 750 g crushed-ice bag needs to cool the
+#: the validation study on the minutes a 750 g crushed-ice bag needs to cool the
 #: thigh's muscle 1 cm under the fat by 7 C (Otte et al., Arch Phys Med Rehabil 83 (2002)
 #: 1501; four groups of fat, 47 volunteers), from the bag's own film up: 0.05 mm of
 #: polyethylene adds ~1e-4, and 0.01 already makes the thin-fat group cool 1.6x too slowly.

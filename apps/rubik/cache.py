@@ -53,7 +53,7 @@ def private_copy(arr):
     the system allows it.
 
     Independent random probes of the 1.67 GB huge table take about half as long in 2 MB
-    pages as in the shared 4 KB page-cache mapping (``benchmarks/rubik_probe.py``: the page
+    pages as in the shared 4 KB page-cache mapping (docs/decisions.md: the page
     walk of a TLB miss costs about as much as the load). The price is one copy per process
     instead of one per node, and the copy's time at start-up. ``advised`` is False where
     ``madvise`` is unavailable or refused (the copy then has ordinary pages)."""

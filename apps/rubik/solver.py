@@ -49,12 +49,12 @@ PRIVATE_MIN_BYTES = 16 << 20
 ROUTE_PRIVATE_BYTES = 1 << 20
 #: seconds a private copy costs per byte in a new process: 7.46 s for the 2.47 GB nx table
 #: on the test VM (fresh memory is backed by the host at first touch; 0.5-0.6 s when the
-#: process reuses pages it freed); ``benchmarks/rubik_probe.py`` reports the copy's time
+#: process reuses pages it freed); docs/decisions.md reports the copy's time
 COPY_SECONDS_PER_BYTE = 3.0e-9
 #: how much faster a new process searches from a private copy: 1.58 for nx on a farm worker
 #: (Cube.random(0), 106 M nodes: 45.2 s shared, 28.6 s private, two runs an hour apart of
 #: ``benchmarks/rubik_speedup.py``; a process that has already touched the shared mapping
-#: gains only 1.2), 1.5-2 for huge's probes (``benchmarks/rubik_probe.py``)
+#: gains only 1.2), 1.5-2 for huge's probes (docs/decisions.md)
 PRIVATE_GAIN = 1.5
 
 
