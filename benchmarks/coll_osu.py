@@ -41,10 +41,15 @@ import sys
 import tempfile
 import time
 
+from pyfw.monitor.results import add_output_options, output_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-RESULTS = os.path.join(HERE, "results")
+PUBLISHED = os.path.join(HERE, "results")
+#: where this run writes (main sets it): PUBLISHED with --publish, else --out DIR or
+#: PUBLISHED/local
+RESULTS = os.path.join(PUBLISHED, "local")
 DEFAULT_SIZES = [0] + [2 ** i for i in range(21)]
 
 
@@ -220,7 +225,7 @@ def worker(args) -> None:
     out["load_after"] = os.getloadavg()
     if r == 0:
         out["overhead"] = overhead(args.overhead_loops)
-        with open(args.out, "w") as f:
+        with open(args.worker_out, "w") as f:
             json.dump(out, f)
     comm.Barrier()
     plan.free()
@@ -301,7 +306,7 @@ def run_all(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.ranks:
             out = os.path.join(tmp, f"p{n}.json")
-            cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--out", out,
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--worker-out", out,
                    "--cache", os.path.join(tmp, "tables"), "--rounds", str(args.rounds),
                    "--tune-rounds", str(args.tune_rounds), "--budget", str(args.budget),
                    "--pair-budget", str(args.pair_budget),
@@ -569,16 +574,19 @@ def main() -> int:
                     help="seconds per round of the paired native/A-A/tuned/bound pass")
     ap.add_argument("--overhead-loops", type=int, default=100000)
     ap.add_argument("--timeout", type=float, default=1800)
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--cache", default=None)
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--report-only", action="store_true",
                     help="re-analyse and re-plot an existing results/coll_osu.json")
+    add_output_options(ap, PUBLISHED)
     args = ap.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",")]
     if args.worker:
         worker(args)
         return 0
+    global RESULTS
+    RESULTS = output_dir(args)
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, "coll_osu.json")
     if args.report_only:

@@ -54,8 +54,13 @@ from pyfw.comm import Backoff, Comm
 from pyfw.domain import Balancer, SlabDomain
 from pyfw.domain import partition as part
 
+from pyfw.monitor.results import add_output_options, output_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+PUBLISHED = os.path.join(HERE, "results")
+#: where this run writes (main sets it): PUBLISHED with --publish, else --out DIR or
+#: PUBLISHED/local
+RESULTS = os.path.join(PUBLISHED, "local")
 FIELDS = (("T", np.float64), ("Tn", np.float64), ("P", np.float64), ("tid", np.uint8))
 
 
@@ -213,6 +218,7 @@ def parse_args():
                          "run to follow it (0: skip)")
     ap.add_argument("--tag", default="", help="suffix of the JSON name")
     ap.add_argument("--plot", action="store_true", help="summary PNG from the JSON files")
+    add_output_options(ap, PUBLISHED)
     return ap.parse_args()
 
 
@@ -373,7 +379,9 @@ def write_json(res, p, tag):
 
 
 def main():
+    global RESULTS
     args = parse_args()
+    RESULTS = output_dir(args)
     if args.plot:
         return plot_summary()
     mpi = MPI.COMM_WORLD

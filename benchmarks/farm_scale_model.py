@@ -36,8 +36,13 @@ import sys
 import tempfile
 import time
 
+from pyfw.monitor.results import add_output_options, output_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+PUBLISHED = os.path.join(HERE, "results")
+#: where this run writes (main sets it): PUBLISHED with --publish, else --out DIR or
+#: PUBLISHED/local
+RESULTS = os.path.join(PUBLISHED, "local")
 
 TARGET = 2e-3            # the adaptive policy's chunk duration floor (pyfw.farm.policies)
 PER_NODE = 32            # workers per node in the predictions
@@ -239,11 +244,14 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-ranks", type=int, default=16)
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    add_output_options(ap, PUBLISHED)
     a = ap.parse_args(argv)
     if a.child:
         out, kind, tasks, chunk, hierarchy = a.child
         child(out, kind, int(tasks), int(chunk), hierarchy)
         return 0
+    global RESULTS
+    RESULTS = output_dir(a)
     cores = os.cpu_count() or 1
     costs = measure_costs(a.repeats)   # shared memory: for the checks on this machine
     print("shared memory:", {k: v for k, v in costs.items() if k != "runs"}, flush=True)

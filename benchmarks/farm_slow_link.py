@@ -29,8 +29,13 @@ import statistics
 import sys
 import time
 
+from pyfw.monitor.results import add_output_options, output_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+PUBLISHED = os.path.join(HERE, "results")
+#: where this run writes (main sets it): PUBLISHED with --publish, else --out DIR or
+#: PUBLISHED/local
+RESULTS = os.path.join(PUBLISHED, "local")
 
 TASK_S = 1e-3
 
@@ -64,7 +69,7 @@ def child(args) -> None:
                    "tasks_per_worker": {w["rank"]: w["tasks"] for w in st["workers"]},
                    "links": st["pipeline"]["links"], "rtt_min_s": st["pipeline"]["rtt_s"]}
     if out is not None:
-        with open(args.out, "w") as fh:
+        with open(args.child_out, "w") as fh:
             json.dump(out, fh)
     _ = Pipeline  # imported to fail early if the farm API changes
 
@@ -80,7 +85,7 @@ def run_arm(label, opts, latency, args):
     samples = []
     for _ in range(args.repeats):
         res = launch.run(4, [sys.executable, os.path.abspath(__file__), "--child",
-                             json.dumps(opts), "--out", out, "--tasks", str(args.tasks)],
+                             json.dumps(opts), "--child-out", out, "--tasks", str(args.tasks)],
                          timeout=600, capture=True, env=env)
         if res.returncode != 0:
             raise SystemExit(f"{label} failed:\n{res.stdout}\n{res.stderr}")
@@ -101,11 +106,14 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.01)
     parser.add_argument("--tasks", type=int, default=3000)
     parser.add_argument("--child")
-    parser.add_argument("--out")
+    parser.add_argument("--child-out", help=argparse.SUPPRESS)
+    add_output_options(parser, PUBLISHED)
     args = parser.parse_args()
     if args.child:
         child(args)
         return 0
+    global RESULTS
+    RESULTS = output_dir(args)
     os.makedirs(RESULTS, exist_ok=True)
     lat = args.latency
     arms = [("no emulation, pyfw default", {}, 0.0),

@@ -34,6 +34,8 @@ import time
 
 import numpy as np
 
+from pyfw.monitor.results import add_output_options, output_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -235,8 +237,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--farm-tasks", type=int, default=1500)
     ap.add_argument("--task-ms", type=float, default=1.0)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "monitor_overhead"))
-    return ap.parse_args(argv)
+    add_output_options(ap, os.path.join(HERE, "results"))
+    args = ap.parse_args(argv)
+    args.out = os.path.join(output_dir(args), "monitor_overhead")   # the prefix of .json and .png
+    return args
 
 
 def launch_workers(n: int, args) -> dict:

@@ -28,6 +28,8 @@ import tempfile
 
 import numpy as np
 
+from pyfw.monitor.results import add_output_options, output_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 from pyfw.launch import run
 from pyfw.monitor.__main__ import TRANSPORTS
@@ -106,8 +108,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--transports", default="sm,tcp")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "monitor_pingpong"))
-    return ap.parse_args(argv)
+    add_output_options(ap, os.path.join(HERE, "results"))
+    args = ap.parse_args(argv)
+    args.out = os.path.join(output_dir(args), "monitor_pingpong")   # the prefix of .json and .png
+    return args
 
 
 def build_programs(tmp: str) -> tuple[str, str]:

@@ -26,9 +26,14 @@ import subprocess
 import sys
 import time
 
+from pyfw.monitor.results import add_output_options, output_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "results")
+PUBLISHED = os.path.join(HERE, "results")
+#: where this run writes (main sets it): PUBLISHED with --publish, else --out DIR or
+#: PUBLISHED/local
+RESULTS = os.path.join(PUBLISHED, "local")
 
 T16 = "R2 U' F' D2 R F2 R' D2 B' R2 F D2 R U' F' U'"
 
@@ -325,6 +330,7 @@ def main():
     ap.add_argument("--mpi-random", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--splits", default="2,3,adaptive", help=argparse.SUPPRESS)
     ap.add_argument("--no-longer", action="store_true", help=argparse.SUPPRESS)
+    add_output_options(ap, PUBLISHED)
     args = ap.parse_args()
     if args.mpi_proof:
         splits = [x if x == "adaptive" else int(x) for x in args.splits.split(",")]
@@ -332,6 +338,8 @@ def main():
                          {} if args.no_longer else LONGER)
     if args.mpi_random:
         return mpi_random(args.heuristic, range(args.mpi_random), args.random_limit)
+    global RESULTS
+    RESULTS = output_dir(args)
     skip = set(args.skip.split(","))
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, "rubik_bench.json")

@@ -36,9 +36,14 @@ import sys
 import tempfile
 import time
 
+from pyfw.monitor.results import add_output_options, output_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "results")
+PUBLISHED = os.path.join(HERE, "results")
+#: where this run writes (main sets it): PUBLISHED with --publish, else --out DIR or
+#: PUBLISHED/local
+RESULTS = os.path.join(PUBLISHED, "local")
 PREFIX = "pfb"
 
 FARM_TASKS, FARM_CPU_S, FARM_PAYLOAD = 300, 4e-3, 50_000
@@ -464,12 +469,15 @@ def main(argv=None) -> int:
     ap.add_argument("--report-only", action="store_true",
                     help="regenerate testbed.md from the JSON present")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    add_output_options(ap, PUBLISHED)
     a = ap.parse_args(argv)
     if a.child:
         mode, out, *rest = a.child
         args = [None if x == "" else int(x) if x.isdigit() else x for x in rest]
         CHILDREN[mode](out, *args)
         return 0
+    global RESULTS
+    RESULTS = output_dir(a)
     if not a.report_only:
         from pyfw.testbed.netns import refuse_reason
         reason = refuse_reason()
