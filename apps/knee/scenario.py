@@ -50,8 +50,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from pyfw.comm import mpi_of
 from pyfw.domain import io as dio
-from pyfw.domain._util import agree, as_comm
 from pyfw.errors import ConfigurationError
 
 from .model import KneeRun, Params
@@ -107,43 +107,47 @@ def run_scenario(params, comm, minutes: float | None = 90.0, *, steps: int | Non
     ``knee.h5`` + ``knee.xmf``. ``log``: a callable that the group's rank 0 calls with the
     run's progress lines (``log=print``); nothing is printed by default.
     """
-    pc = as_comm(comm)
+    if not hasattr(mpi_of(comm), "Get_rank"):
+        raise ConfigurationError(f"run_scenario needs a communicator (mpi4py or pyfw Comm; "
+                                 f"MPI.COMM_SELF for a serial run), got {comm!r}")
     p = as_params(params)
     if steps is None and not (minutes is not None and minutes > 0 and math.isfinite(minutes)):
         raise ConfigurationError(f"minutes must be a finite number > 0, got {minutes}")
-    quiet = log is None or pc.rank != 0
-    say = (lambda *a: None) if quiet else log
-    kw = dict(balance=balance, overlap=overlap, slowdown=_slowdown_of(slowdown, pc.rank),
-              balance_every=balance_every, log=say)
+    rank = mpi_of(comm).Get_rank()
+    say = log if log is not None and rank == 0 else (lambda *a: None)
+    run = KneeRun(comm, p, balance=balance, overlap=overlap, balance_every=balance_every,
+                  slowdown=_slowdown_of(slowdown, rank), log=say)   # no message yet
+    dom = run.dom
     if out is not None:
-        exc = None
-        if pc.rank == 0:
-            try:
-                os.makedirs(out, exist_ok=True)
-            except OSError as e:
-                exc = ConfigurationError(f"cannot create the output directory {out!r}: {e}")
-        agree(pc, exc, "run_scenario")
-    run = KneeRun(pc, p, **kw)
+        _on_root(dom, lambda: os.makedirs(out, exist_ok=True),
+                 f"cannot create the output directory {out!r}")
     try:
         _advance(run, say, minutes=minutes, steps=steps, history_every=history_every,
                  out=out, snapshot_every=snapshot_every, checkpoint_every=checkpoint_every)
     except ConfigurationError:
         # raised alike on every rank (validated or agreed): complete the monitor's
         # exchanges anyway, so no request is left on comm for the next task or Finalize
-        run.dom.close()
+        dom.close()
         raise
-    doc = summary_document(run, pc)
+    doc = summary_document(run, dom.comm)
     if out is not None:
-        exc = None
-        if pc.rank == 0:
-            try:
-                with open(os.path.join(out, "summary.json"), "w") as f:
-                    json.dump(doc, f, indent=1)
-            except OSError as e:
-                exc = ConfigurationError(f"cannot write {out!r}/summary.json: {e}")
-        agree(pc, exc, "run_scenario")
+        def write():
+            with open(os.path.join(out, "summary.json"), "w") as f:
+                json.dump(doc, f, indent=1)
+        _on_root(dom, write, f"cannot write {out!r}/summary.json")
     # as summary.json reads back (string keys, plain types), the same on every rank
-    return pc.mpi.bcast(json.loads(json.dumps(doc)) if pc.rank == 0 else None, root=0)
+    return dom.comm.mpi.bcast(json.loads(json.dumps(doc)) if dom.rank == 0 else None, root=0)
+
+
+def _on_root(dom, action, what: str) -> None:
+    """Run ``action`` on the domain's rank 0; its failure raises on every rank. Collective."""
+    exc = None
+    if dom.rank == 0:
+        try:
+            action()
+        except OSError as e:
+            exc = ConfigurationError(f"{what}: {e}")
+    dom.agree(exc, "run_scenario")
 
 
 def _advance(run: KneeRun, say, *, minutes, steps, history_every, out, snapshot_every,
