@@ -22,16 +22,17 @@ import argparse
 import json
 import os
 import shlex
+import fcntl
 import shutil
 import stat
-import subprocess
 import sys
 import tempfile
+import time
 
 from ..errors import TestBedBusy
 from . import lease
 from .agent import agent_path, launch_options
-from .netns import TestBed, job_env, node_index, refuse_reason
+from .netns import STATE_DIR, TestBed, job_env, node_index, refuse_reason
 
 __all__ = ["launch_options", "mpiexec_args", "agent_path", "main"]
 
@@ -92,15 +93,40 @@ def _shim_dir(prefix: str, info: dict) -> str:
     return d
 
 
-def scheduler_env(info: dict, scheduler: str, workdir: str, envdir: str) -> dict:
-    """A faked Slurm or PBS job environment over the test bed's nodes."""
+JOB_IDS = os.path.join(STATE_DIR, "job-ids")
+
+
+def next_job_id() -> int:
+    """A job id no earlier batch job on this machine got (so ``stats-<id>.json`` and the
+    like are never overwritten): a counter shared by every test bed, seeded from the clock
+    so that ids keep rising after a reboot empties ``/run``."""
+    os.makedirs(STATE_DIR, exist_ok=True)
+    fd = os.open(JOB_IDS, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        text = os.read(fd, 64).decode().strip()
+        last = int(text) if text.isdigit() else 0
+        job_id = max(last + 1, int(time.time()) - 1_700_000_000)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{job_id}\n".encode())
+        return job_id
+    finally:
+        os.close(fd)
+
+
+def scheduler_env(info: dict, scheduler: str, workdir: str, envdir: str,
+                  job_id: int | None = None) -> dict:
+    """A faked Slurm or PBS job environment over the test bed's nodes (job id ``job_id``,
+    default :func:`next_job_id`)."""
+    job_id = next_job_id() if job_id is None else job_id
     env = job_env(info)
     names = [n["name"] for n in info["nodes"]]
     ntasks = sum(n["slots"] for n in info["nodes"])
     env.update(PYFW_ENV=envdir, PATH=os.path.join(envdir, "bin") + os.pathsep + env["PATH"])
     if scheduler == "slurm":
         prefix = info["prefix"]
-        env.update(SLURM_JOB_ID="4242", SLURM_JOBID="4242", SLURM_NTASKS=str(ntasks),
+        env.update(SLURM_JOB_ID=str(job_id), SLURM_JOBID=str(job_id), SLURM_NTASKS=str(ntasks),
                    SLURM_NPROCS=str(ntasks), SLURM_NNODES=str(len(names)),
                    SLURM_JOB_NUM_NODES=str(len(names)),
                    SLURM_JOB_NODELIST=f"{prefix}-[0-{len(names) - 1}]",
@@ -112,7 +138,7 @@ def scheduler_env(info: dict, scheduler: str, workdir: str, envdir: str) -> dict
         with open(nodefile, "w") as f:
             for n in info["nodes"]:
                 f.write((n["name"] + "\n") * n["slots"])
-        env.update(PBS_NODEFILE=nodefile, PBS_O_WORKDIR=workdir, PBS_JOBID="4242.testbed",
+        env.update(PBS_NODEFILE=nodefile, PBS_O_WORKDIR=workdir, PBS_JOBID=f"{job_id}.testbed",
                    PBS_JOBNAME="pyfw-testbed", PBS_ENVIRONMENT="PBS_BATCH")
     return env
 
@@ -126,7 +152,8 @@ def _shim_mpiexec(info: dict, args: list[str]) -> int:
     if os.geteuid() == 0:
         argv.append("--allow-run-as-root")
     argv += launch_options(info, hosts=not placed) + args
-    return subprocess.run(argv, env=mpi_env(job_env(info), 1)).returncode
+    # become mpiexec: the job's stop signal (see pyfw.launch.supervise) reaches it directly
+    os.execve(argv[0], argv, mpi_env(job_env(info), 1))
 
 
 def _shim_srun(info: dict, args: list[str]) -> int:
@@ -188,6 +215,14 @@ _SHIMS = {"_mpiexec": _shim_mpiexec, "_srun": _shim_srun}
 
 def main(argv: list[str] | None = None) -> int:
     """The ``pyfw-cluster`` entry point."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:   # Ctrl-C outside a job (a job handles it itself)
+        print("pyfw-cluster: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) >= 3 and argv[0] == "--prefix" and argv[2] in _SHIMS:
         # a batch template's mpiexec/srun (see _shim_dir): its arguments are not ours
@@ -214,8 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.cmd == "status":
         info = tb.status()
+        if info is None:
+            print(f"pyfw-cluster: no test bed with prefix {a.prefix!r} is up", file=sys.stderr)
+            return 1
         print(json.dumps(info, indent=1))
-        return 0 if info is not None else 1
+        return 0
     lease.hold(a.prefix)   # for the job's life: up/down elsewhere refuse meanwhile
     info = _required(tb)
     from ..launch import mpi_env, run
@@ -225,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("pyfw-cluster run: no command given (run -- CMD ...)")
         n = a.n or sum(node["slots"] for node in info["nodes"])
         res = run(n, cmd, timeout=a.timeout, extra=launch_options(info), env=job_env(info))
+        _say_how_it_ended("pyfw-cluster run", res, a.timeout)
         return res.returncode
     envdir = _shim_dir(a.prefix, info)   # job
     try:
@@ -235,18 +274,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_job(script: str, timeout: float, env: dict) -> int:
-    """Run a batch script under ``env``; its whole process group dies on a timeout."""
-    from ..launch import TIMEOUT_STATUS, kill_job
-    proc = subprocess.Popen(["bash", script], env=env, start_new_session=True)
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_job(proc)   # the script, its mpiexec and every rank
-        print(f"pyfw-cluster job: killed after {timeout:g} s", file=sys.stderr)
-        return TIMEOUT_STATUS
-    except BaseException:
-        kill_job(proc)
-        raise
+    """Run a batch script under ``env`` as one job (see :func:`pyfw.launch.supervise`): a
+    timeout or a stop signal ends the script, its mpiexec and every rank."""
+    from ..launch import supervise
+    res = supervise(["bash", script], env, timeout=timeout, watch_stderr=False)
+    _say_how_it_ended("pyfw-cluster job", res, timeout)
+    return res.returncode
+
+
+def _say_how_it_ended(prog: str, res, timeout: float) -> None:
+    from ..launch import stop_message
+    if res.timed_out:
+        print(f"{prog}: killed after {timeout:g} s", file=sys.stderr)
+    elif res.stopped_by:
+        print(stop_message(prog, res), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def _ancestry(pid: int) -> set[int]:
 def _command(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:120]
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return "?"
 
