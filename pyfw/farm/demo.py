@@ -54,7 +54,9 @@ def main(argv=None) -> int:
         if farm.is_master:
             tasks = (PiBatch(args.seed * 1_000_003 + i, int(n)) for i, n in enumerate(sizes))
             inside = total = 0
-            for hits, points in farm.map(tasks, unordered=False):
+            # a generator has no len(): total= gives the progress line and the dashboard
+            # their "left" and ETA
+            for hits, points in farm.map(tasks, unordered=False, total=args.tasks):
                 inside += hits
                 total += points
             pi = 4.0 * inside / total
