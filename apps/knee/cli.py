@@ -252,8 +252,6 @@ def _report(log, run, summ, band, perf, comm) -> None:
 
 
 def _run(args, comm) -> int:
-    import numpy as np
-
     from pyfw.domain import io as dio
 
     quiet = args.quiet or comm.rank != 0
@@ -291,22 +289,15 @@ def _run(args, comm) -> int:
             checkpoint_every=args.checkpoint_every)
     run.save(ckpt)
     run.dom.close()
-    summ = run.summary()
-    band = sensitivity_band(run.p, summ)
-    if band is not None:
-        summ["uncertainty"] = band
-    nvox = int(np.prod(run.geo.shape))
-    perf = {"steps": run.steps_done, "wall_s": run.wall,
-            "mlups": run.steps_done * nvox / max(run.wall, 1e-12) / 1e6,
-            "cuts": run.dom.cuts.tolist(), "moves": run.dom.moves, "ranks": comm.size}
-    stats = run.stats()
+    from .scenario import summary_document   # the same document run_scenario returns
+    doc = summary_document(run, comm)
+    summ, perf = doc["summary"], doc["perf"]
     field = run.dom.gather("T", 0) if not args.no_plots else None
     tid = run.dom.gather("tid", 0) if not args.no_plots else None
     if comm.rank == 0:
         with open(os.path.join(out, "summary.json"), "w") as f:
-            json.dump({"params": json.loads(run.p.key()), "summary": summ, "perf": perf,
-                       "tissue_stats": stats, "history": run.history}, f, indent=1)
-        _report(log, run, summ, band, perf, comm)
+            json.dump(doc, f, indent=1)
+        _report(log, run, summ, summ.get("uncertainty"), perf, comm)
         if not args.no_plots:
             from .plots import plot_all
             files = plot_all(out, run, field, tid)
