@@ -1,0 +1,63 @@
+"""A farm job whose worker on rank 2 dies in one way: ``python worker_death_job.py KIND OUT``.
+
+40 tasks of 10 ms; the 6th task that rank 2 runs ends the rank by KIND (see ``KINDS``). The
+master writes a JSON summary to OUT: the task indices it got back, the rank that computed
+each, and which workers the farm still counts alive. Every other rank serves, then exits
+normally.
+"""
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+
+from mpi4py import MPI
+
+from pyfw import Farm, Task
+
+DYING_RANK, DYING_AT, NTASKS, SECONDS = 2, 6, 40, 0.01
+
+
+def _segfault():
+    ctypes.string_at(0)
+
+
+#: every way a worker can end, by name
+KINDS = {
+    "os_exit": lambda: os._exit(9),
+    "sys_exit": lambda: sys.exit(3),
+    "keyboard_interrupt": lambda: (_ for _ in ()).throw(KeyboardInterrupt()),
+    "sigkill": lambda: os.kill(os.getpid(), signal.SIGKILL),
+    "sigterm": lambda: os.kill(os.getpid(), signal.SIGTERM),
+    "segfault": _segfault,
+    "c_exit": lambda: ctypes.CDLL(None).exit(3),
+}
+
+
+class Work(Task):
+    def __init__(self, i, kind):
+        self.i, self.kind = i, kind
+
+    def run(self, ctx):
+        ctx.state["n"] = ctx.state.get("n", 0) + 1
+        if ctx.rank == DYING_RANK and ctx.state["n"] == DYING_AT:
+            KINDS[self.kind]()
+            time.sleep(1)    # a signal may take a moment; the task must not finish
+        time.sleep(SECONDS)
+        return (self.i, ctx.rank)
+
+
+def main():
+    kind, out = sys.argv[1], sys.argv[2]
+    with Farm(MPI.COMM_WORLD) as farm:
+        if farm.is_master:
+            results = list(farm.map(Work(i, kind) for i in range(NTASKS)))
+            summary = {"indices": [i for i, _ in results], "ranks": [r for _, r in results],
+                       "alive": [w["alive"] for w in farm.stats()["workers"]]}
+            with open(out, "w") as fh:
+                json.dump(summary, fh)
+
+
+if __name__ == "__main__":
+    main()
