@@ -218,8 +218,8 @@ def test_balancer_moves_cuts_inside_each_group_and_the_fields_stay_bitwise():
 @pytest.mark.mpi(min_size=4)
 def test_an_error_in_one_group_is_raised_on_its_ranks_and_the_other_group_finishes():
     """Group 0 asks for an unstable time step (refused on both its ranks, the same
-    message), then for an output directory that rank 0 cannot create (the other rank raises
-    too). Group 1, meanwhile, fails mid-run (its checkpoint cannot be written: a directory
+    message), then for an output directory that rank 0 cannot create, then for snapshots
+    whose XDMF file rank 0 cannot write (the other rank raises too, no hang). Group 1, meanwhile, fails mid-run (its checkpoint cannot be written: a directory
     stands where the file's temporary goes; the balancer has exchanges in flight) on both
     ranks, then runs its scenario on the same communicator and gets the serial result."""
     tmp = _shared_tmpdir()
@@ -236,11 +236,20 @@ def test_an_error_in_one_group_is_raised_on_its_ranks_and_the_other_group_finish
             verdict = (False, "an unwritable out was accepted")
         except ConfigurationError as e:
             got["out"] = str(e)
+        xmf = os.path.join(tmp, "xmf")          # the XDMF file's temporary is a directory
+        if group.rank == 0:
+            os.makedirs(os.path.join(xmf, "knee.xmf.tmp"))
+        try:
+            run_scenario(SCENARIOS[0], group, out=xmf, snapshot_every=0.05, **RUN)
+            verdict = (False, "an XDMF file that cannot be written was accepted")
+        except ConfigurationError as e:
+            got["xmf"] = str(e)
         msgs = group.allgather(got)
         if verdict[0] and msgs[0]["dt"] != msgs[1]["dt"]:
             verdict = (False, f"different messages: {msgs}")
         if verdict[0] and not ("cannot create the output directory" in msgs[0]["out"]
-                               and "rank 0" in msgs[1]["out"]):
+                               and "rank 0" in msgs[1]["out"]
+                               and "knee.xmf" in msgs[0]["xmf"] and "rank 0" in msgs[1]["xmf"]):
             verdict = (False, f"unclear messages: {msgs}")
     elif g == 1:
         out = os.path.join(tmp, "blocked")

@@ -179,10 +179,17 @@ class SnapshotFile:
         """Append the named fields at ``step``/``time`` and rewrite the XDMF file."""
         self._write({n: f"/{n}/{step:08d}" for n in names}, {"step": step, "time": time})
         self.steps.append((int(step), float(time), list(names)))
-        if self.dom.rank == 0 and self.xdmf_path:
-            write_xdmf(self.xdmf_path, os.path.basename(self.path), self.dom.shape,
-                       self.spacing, self.origin, self.steps,
-                       {n: self.dom.fields[n].dtype for n in names}, self.static)
+        if self.xdmf_path:
+            exc = None
+            if self.dom.rank == 0:
+                try:
+                    write_xdmf(self.xdmf_path, os.path.basename(self.path), self.dom.shape,
+                               self.spacing, self.origin, self.steps,
+                               {n: self.dom.fields[n].dtype for n in names}, self.static)
+                except Exception as e:  # noqa: BLE001 - reported on every rank below
+                    exc = _cannot("write", self.xdmf_path, e)
+            # rank 0 alone must not raise: the others would wait for it in the next exchange
+            agree(self.dom.comm, exc, f"snapshot {self.xdmf_path!r}")
 
 
 _NUM = {"f": "Float", "i": "Int", "u": "UInt"}
