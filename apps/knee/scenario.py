@@ -29,12 +29,15 @@ What it promises:
 * **Quiet and file-free by default**: nothing printed unless ``log`` is given (then only
   the group's rank 0 calls it), nothing written unless ``out`` is given (a directory per
   scenario: two groups given the same ``out`` would overwrite each other's files), no
-  ``sys.argv``, no ``COMM_WORLD``.
+  ``sys.argv``, no ``COMM_WORLD``. (:mod:`pyfw.coll` may print its one-line notice on
+  stderr that no tuned table exists for the group's layout, once per process.)
 * **Errors on every rank of the group, no hang**: bad parameters, an unstable ``dt``, a
   grid too small for the group's ranks, an unwritable ``out`` raise the same exception
   (:class:`~pyfw.errors.ConfigurationError`, :class:`~apps.knee.solver.UnstableTimeStep`)
   on every rank of the group, before or at the same collective; other groups never take
-  part in this group's messages, so they are unaffected.
+  part in this group's messages, so they are unaffected. An exception on one rank alone
+  (a bug, memory) is not agreed: the others wait for that rank in their next exchange
+  (the halo's timeout is 600 s) until the caller releases them (the farm's part).
 
 The communicator is used as it is (no duplicate): the domain's point-to-point messages
 (tags 11, 12, 21, 22) and collectives travel on it, so hand each scenario a communicator
@@ -56,7 +59,7 @@ from pyfw.errors import ConfigurationError
 
 from .model import KneeRun, Params
 
-__all__ = ["run_scenario", "as_params"]
+__all__ = ["run_scenario", "as_params", "summary_document"]
 
 
 def as_params(params) -> Params:
@@ -81,8 +84,8 @@ def as_params(params) -> Params:
 
 
 def _slowdown_of(slowdown, rank: int) -> float:
-    if isinstance(slowdown, Mapping):
-        return float(slowdown.get(rank, 1.0))
+    if isinstance(slowdown, Mapping):   # {rank: factor}; string keys too (a JSON'd task)
+        return float(slowdown.get(rank, slowdown.get(str(rank), 1.0)))
     return float(slowdown)
 
 
