@@ -297,7 +297,7 @@ class KneeRun:
     @classmethod
     def restart(cls, comm, path: str, **kw) -> "KneeRun":
         """Continue from a checkpoint on any number of ranks (same physics required)."""
-        from pyfw.domain._util import as_comm
+        from pyfw.domain.comms import as_comm
         pc = as_comm(comm)
         meta = dio.read_checkpoint(pc, path)
         params = params_from_key(meta["params"])

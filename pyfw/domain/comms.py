@@ -1,4 +1,11 @@
-"""Small helpers shared by the domain modules (not public API)."""
+"""Communicators for code that runs on every rank of a domain (public API).
+
+* :func:`as_comm`: a :class:`pyfw.comm.Comm` from an mpi4py communicator (or a pyfw one);
+* :func:`agree`: collective: raise on every rank when any rank failed, so no rank goes on
+  to a message the failed one will never send.
+
+Used by :mod:`pyfw.domain` itself and by applications built on it (``apps.knee``).
+"""
 from __future__ import annotations
 
 import traceback
@@ -7,6 +14,8 @@ from mpi4py import MPI
 
 from ..comm import Comm
 from ..errors import ConfigurationError, RemoteError
+
+__all__ = ["as_comm", "agree"]
 
 
 def as_comm(comm) -> Comm:

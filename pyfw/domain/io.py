@@ -28,7 +28,7 @@ import h5py
 import numpy as np
 
 from ..errors import ConfigurationError
-from ._util import agree
+from .comms import agree
 
 __all__ = ["SnapshotFile", "save_checkpoint", "read_checkpoint", "load_fields", "write_xdmf"]
 

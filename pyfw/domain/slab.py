@@ -21,7 +21,7 @@ from .. import observe
 from ..comm import waitall
 from ..errors import ConfigurationError
 from . import partition as _part
-from ._util import agree, as_comm
+from .comms import agree, as_comm
 from .halo import Halo
 from .snapshot import DomainView
 
@@ -329,5 +329,5 @@ class SlabDomain:
 
     # ---------------------------------------------------------------- checks
     def agree(self, exc: BaseException | None, what: str = "operation") -> None:
-        """Raise on every rank if any rank passes an exception (see ``_util.agree``)."""
+        """Raise on every rank if any rank passes an exception (see :func:`.comms.agree`)."""
         agree(self.comm, exc, what)
