@@ -180,7 +180,7 @@ def test_balancer_moves_cuts_inside_each_group_and_the_fields_stay_bitwise():
     gives its slow rank fewer planes, and each field is the serial one."""
     tmp = _shared_tmpdir()
     g, group = _groups()
-    kw = dict(steps=60, history_every=6.0)
+    kw = dict(steps=150, history_every=6.0)
     docs = {}
 
     def body():
