@@ -8,10 +8,18 @@ fault tolerance with ``--ft``, and kills the whole process group when the deadli
 passes, so a test or a job can never hang for ever. ``--dashboard [HOST:]PORT`` and
 ``--report out.html`` ask every pyfw farm and domain of the job for a live dashboard and a
 static report (through ``$PYFW_DASHBOARD`` / ``$PYFW_REPORT``, see :mod:`pyfw.observe`).
+
+SIGTERM (Slurm's ``scancel`` and time limit), SIGINT (Ctrl-C) and SIGHUP stop the job: the
+signal is passed on to mpiexec, which ends its ranks; whatever is left of the job after a
+grace of :data:`STOP_GRACE` seconds (or at once, on a second signal) is killed, found by its
+session, its process tree and ``$PYFW_JOB_TAG``. ``pyfw-run`` then prints one line and exits
+with 128 + the signal's number. See :func:`supervise`.
 """
 from __future__ import annotations
 
 import argparse
+import fcntl
+import json
 import os
 import shutil
 import signal
@@ -21,7 +29,12 @@ import sysconfig
 import threading
 import time
 
-__all__ = ["find_mpiexec", "mpiexec_argv", "mpi_env", "run", "kill_job", "main"]
+# the address check the runtimes make too; observe is a base module that names the dashboard
+# only as configuration, so the launcher does not depend on it
+from .observe import parse_address
+
+__all__ = ["find_mpiexec", "mpiexec_argv", "mpi_env", "run", "supervise", "job_processes",
+           "kill_job", "stop_message", "observe_env", "main", "STOP_GRACE", "TIMEOUT_STATUS"]
 
 #: exit status used when the deadline kills the job (the same as coreutils ``timeout``)
 TIMEOUT_STATUS = 124
@@ -434,7 +447,7 @@ def observe_env(dashboard: str | None, report: str | None, base: dict | None = N
     env = dict(os.environ if base is None else base)
     if dashboard is not None:
         try:
-            host, port = _parse_address(dashboard)
+            host, port = parse_address(dashboard)
         except ValueError:
             return None
         env["PYFW_DASHBOARD"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -443,9 +456,31 @@ def observe_env(dashboard: str | None, report: str | None, base: dict | None = N
     return env
 
 
-def _parse_address(text: str):
-    from .observe import parse_address   # validation shared with the runtimes
-    return parse_address(text)
+#: where a test bed (``pyfw-cluster up``) leaves its launch profile, ``<prefix>.launch.json``:
+#: the launcher learns of the test bed through these data, not an import of it
+TESTBED_PROFILES = os.environ.get("PYFW_TESTBED_DIR", "/run/pyfw-testbed")
+
+
+def testbed_profile(prefix: str) -> dict | None:
+    """The launch profile of test bed ``prefix`` (``hosts``, ``options``, ``env``, ``lease``;
+    see :func:`pyfw.testbed.agent.write_profile`), or None when it is not up. Takes the bed's
+    lease for the rest of this process's life: its ``up``/``down`` elsewhere refuse meanwhile."""
+    path = os.path.join(TESTBED_PROFILES, f"{prefix}.launch.json")
+    for _ in range(2):   # the lease first, then the profile again: a `down` in between shows
+        try:
+            with open(path) as f:
+                profile = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if _LEASES.get(prefix) is not None:
+            return profile
+        fd = os.open(profile["lease"], os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_SH)   # dropped by the kernel when this process ends
+        _LEASES[prefix] = fd
+    return None
+
+
+_LEASES: dict[str, int] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -505,17 +540,12 @@ def _main(argv: list[str] | None) -> int:
             parser.error(f"--hostfile {args.hostfile!r}: no such file")
         extra += ["--hostfile", os.path.abspath(args.hostfile)]
     if args.testbed:
-        from .testbed import TestBed
-        from .testbed.agent import launch_options
-        from .testbed.lease import hold
-        from .testbed.netns import job_env
-        hold(args.testbed)   # for the job's life: up/down elsewhere refuse meanwhile
-        info = TestBed(args.testbed).status()
-        if info is None:
+        profile = testbed_profile(args.testbed)
+        if profile is None:
             parser.error(f"--testbed {args.testbed!r}: no such test bed is up "
                          f"(pyfw-cluster --prefix {args.testbed} up)")
-        extra += launch_options(info, hosts=args.hostfile is None)
-        env = job_env(info, env)
+        extra += (profile["hosts"] if args.hostfile is None else []) + profile["options"]
+        env = dict(os.environ if env is None else env, **profile["env"])
     result = run(args.nprocs, command, timeout=args.timeout, ft=args.ft, extra=extra, env=env)
     if result.timed_out:
         print(f"pyfw-run: job killed after {args.timeout:g} s timeout", file=sys.stderr)

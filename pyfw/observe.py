@@ -11,9 +11,15 @@ feeds a :class:`Ticker` every loop turn; the ticker builds a snapshot at most ev
 ``False`` (off), ``True`` (127.0.0.1:8787), a port, ``"[HOST:]PORT"``, or an observer object
 with a ``source(kind, name)`` method (e.g. a :class:`pyfw.dashboard.Dashboard`).
 ``$PYFW_REPORT`` names a static HTML report written when the job ends.
+
+Which observer an address starts is configuration, not an import: :data:`DEFAULT_OBSERVER`
+(``module:class``, the dashboard), or ``$PYFW_OBSERVER``. So this module sits in the base
+layer: the runtimes publish through it, ``pyfw-run`` checks addresses with
+:func:`parse_address`, and neither depends on the dashboard package.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import time
@@ -21,11 +27,15 @@ import time
 from .errors import ConfigurationError
 from .snapshots import DEFAULT_PORT, ENV_TOKEN
 
-__all__ = ["ENV_DASHBOARD", "ENV_REPORT", "ENV_TOKEN", "DEFAULT_PORT", "parse_address",
-           "check", "attach", "Ticker"]
+__all__ = ["ENV_DASHBOARD", "ENV_REPORT", "ENV_TOKEN", "ENV_OBSERVER", "DEFAULT_PORT",
+           "DEFAULT_OBSERVER", "parse_address", "check", "attach", "observer_class", "Ticker"]
 
 ENV_DASHBOARD = "PYFW_DASHBOARD"
 ENV_REPORT = "PYFW_REPORT"
+ENV_OBSERVER = "PYFW_OBSERVER"
+#: the observer an address or ``$PYFW_REPORT`` starts (``module:class``; the class has
+#: ``shared(address, report=...)``, see :meth:`pyfw.dashboard.Dashboard.shared`)
+DEFAULT_OBSERVER = "pyfw.dashboard:Dashboard"
 
 
 def parse_address(text) -> tuple[str, int]:
@@ -77,8 +87,19 @@ def attach(spec, kind: str, name: str):
         return None
     if spec is not None and not isinstance(spec, tuple):
         return spec.source(kind, name)
-    from .dashboard import Dashboard   # only now: the runtimes never need it otherwise
-    return Dashboard.shared(spec, report=report).source(kind, name)
+    return observer_class().shared(spec, report=report).source(kind, name)
+
+
+def observer_class():
+    """The configured observer class (:data:`DEFAULT_OBSERVER` or ``$PYFW_OBSERVER``),
+    imported only now: a job that is not observed never loads it."""
+    spec = os.environ.get(ENV_OBSERVER) or DEFAULT_OBSERVER
+    module, _, name = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigurationError(f"observer {spec!r} (${ENV_OBSERVER}): expected an "
+                                 f"importable module:class: {exc}") from exc
 
 
 class Ticker:

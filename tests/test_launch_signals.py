@@ -26,8 +26,8 @@ ROOT = os.path.dirname(HERE)
 #: how long a stopped job may take to disappear: the launcher's grace, plus slack for a
 #: loaded machine
 GONE_WITHIN = launch.STOP_GRACE + 3.0
-#: the test bed's prefix here (another session can run its own beside: set it)
-PREFIX = os.environ.get("PYFW_TEST_TESTBED_PREFIX", "pfwsg")
+#: the test bed's prefix here (the suite's test beds start with $PYFW_TEST_TESTBED_PREFIX)
+PREFIX = os.environ.get("PYFW_TEST_TESTBED_PREFIX", "pfw") + "sg"
 
 #: every rank writes READY_DIR/<rank> once it runs, then waits (rank 0 spins, the others in
 #: a receive from it): a job that never ends on its own

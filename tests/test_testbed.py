@@ -10,6 +10,8 @@ from pyfw.testbed import TestBed
 from pyfw.testbed.netns import refuse_reason
 
 REASON = refuse_reason()
+#: the test beds' prefixes start with this (set it to run beside another session's suite)
+P = os.environ.get("PYFW_TEST_TESTBED_PREFIX", "pfw")
 
 PROBE = ("from mpi4py import MPI; import socket; c=MPI.COMM_WORLD; "
          "s=c.Split_type(MPI.COMM_TYPE_SHARED); "
@@ -21,20 +23,20 @@ def bed():
     if REASON:
         print(f"test bed unavailable: {REASON}")
         pytest.skip(REASON)
-    tb = TestBed("pfwci")
+    tb = TestBed(f"{P}ci")
     tb.up(nodes=2, slots=2, links={1: "100mbit"})
     yield tb
     tb.down()
 
 
 def test_two_nodes_two_ranks_each(bed):
-    out = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", "pfwci", "run",
+    out = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}ci", "run",
                           "--timeout", "90", "--", sys.executable, "-c", PROBE],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     rows = sorted(line.split()[1:] for line in out.stdout.splitlines() if line.startswith("R "))
-    assert rows == [["0", "pfwci-0", "2", "6"], ["1", "pfwci-0", "2", "6"],
-                    ["2", "pfwci-1", "2", "6"], ["3", "pfwci-1", "2", "6"]]
+    assert rows == [["0", f"{P}ci-0", "2", "6"], ["1", f"{P}ci-0", "2", "6"],
+                    ["2", f"{P}ci-1", "2", "6"], ["3", f"{P}ci-1", "2", "6"]]
     assert "OSC UCX" not in out.stdout + out.stderr
 
 
@@ -43,7 +45,7 @@ def test_down_is_idempotent_and_complete(bed):
     bed.down()
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert "pfwci" not in names and "pfwci" not in links
+    assert f"{P}ci" not in names and f"{P}ci" not in links
 
 
 def test_down_leaves_a_test_bed_whose_prefix_starts_the_same_alone():
@@ -52,17 +54,17 @@ def test_down_leaves_a_test_bed_whose_prefix_starts_the_same_alone():
     if REASON:
         print(f"test bed unavailable: {REASON}")
         pytest.skip(REASON)
-    other = TestBed("pfwtx")
+    other = TestBed(f"{P}tx")
     try:
         other.up(nodes=1, slots=1)
         host_end = other.veth(0)[0]
-        TestBed("pfwt").down()
+        TestBed(f"{P}t").down()
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
         assert host_end in links and other.status() is not None
     finally:
         other.down()
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert "pfwtx" not in links
+    assert f"{P}tx" not in links
 
 
 def test_job_shims_call_the_real_mpiexec_not_themselves():
@@ -73,7 +75,7 @@ def test_job_shims_call_the_real_mpiexec_not_themselves():
 
     from pyfw.launch import find_mpiexec
     from pyfw.testbed.cli import _shim_dir
-    d = _shim_dir("pfwt", {})
+    d = _shim_dir(f"{P}t", {})
     try:
         for name in ("mpiexec", "mpirun"):
             text = open(os.path.join(d, "bin", name)).read()
@@ -88,13 +90,13 @@ HOLDER = ("import os, sys\n"
           "if {detach} and os.fork():\n"
           "    os._exit(0)   # detached: not a descendant of the test\n"
           "from pyfw.testbed import lease\n"
-          "lease.hold('pfwlk')\n"
+          f"lease.hold('{P}lk')\n"
           "print(os.getpid(), flush=True)\n"
           "sys.stdin.read()\n")
 
 
 def _holder(detach):
-    """A process holding a lease on ``pfwlk`` until its stdin closes, and its pid."""
+    """A process holding a lease on ``<P>lk`` until its stdin closes, and its pid."""
     proc = subprocess.Popen([sys.executable, "-c", HOLDER.format(detach=detach)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     return proc, int(proc.stdout.readline())
@@ -103,7 +105,7 @@ def _holder(detach):
 def _let_go(proc, lease):
     proc.stdin.close()
     for _ in range(300):   # a detached holder is not our child: wait for its lease to go
-        if not lease.holders("pfwlk"):
+        if not lease.holders(f"{P}lk"):
             break
         time.sleep(0.1)
     proc.wait(timeout=30)
@@ -119,21 +121,22 @@ def test_a_bed_in_use_by_another_process_is_neither_replaced_nor_torn_down():
         pytest.skip(REASON)
     from pyfw.errors import TestBedBusy
     from pyfw.testbed import lease
-    tb = TestBed("pfwlk")
+    tb = TestBed(f"{P}lk")
     holder, pid = _holder(detach=True)
     try:
-        assert lease.holders("pfwlk") == [pid]
+        assert lease.holders(f"{P}lk") == [pid]
         with pytest.raises(TestBedBusy, match=f"pid {pid}"):
             tb.up(nodes=1, slots=1)
-        cli = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", "pfwlk",
+        cli = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}lk",
                               "down"], capture_output=True, text=True, timeout=60)
         assert cli.returncode != 0 and "in use" in cli.stderr and str(pid) in cli.stderr
+        assert "sys.stdin.read()" in cli.stderr   # the holder's whole command (was cut short)
     finally:
         _let_go(holder, lease)
         tb.down()   # had `up` not refused, its nodes would be left behind
-    mine = lease.hold("pfwlk")   # now this process holds it: its child may bring it up
+    mine = lease.hold(f"{P}lk")   # now this process holds it: its child may bring it up
     try:
-        cli = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", "pfwlk",
+        cli = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}lk",
                               "up", "--nodes", "1", "--slots", "1"],
                              capture_output=True, text=True, timeout=120)
         assert cli.returncode == 0, cli.stderr
@@ -146,4 +149,28 @@ def test_a_bed_in_use_by_another_process_is_neither_replaced_nor_torn_down():
     finally:
         _let_go(child, lease)
         tb.down()
-    assert tb.status() is None and lease.holders("pfwlk") == []
+    assert tb.status() is None and lease.holders(f"{P}lk") == []
+
+
+def test_status_of_a_test_bed_that_is_not_up_says_so():
+    cli = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}no",
+                          "status"], capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 1 and cli.stdout == ""
+    assert cli.stderr.strip() == f"pyfw-cluster: no test bed with prefix '{P}no' is up"
+
+
+def test_batch_jobs_get_job_ids_of_their_own(tmp_path):
+    # every job was 4242, so a template's stats-$SLURM_JOB_ID.json overwrote the last one's
+    if not os.access(os.path.dirname(lease_dir()), os.W_OK):
+        pytest.skip("needs write access to /run (root)")
+    from pyfw.testbed.cli import scheduler_env
+    info = {"prefix": f"{P}id", "slots": 1, "nodes": [{"name": f"{P}id-0", "slots": 1}]}
+    slurm = [int(scheduler_env(info, "slurm", str(tmp_path), str(tmp_path))["SLURM_JOB_ID"])
+             for _ in range(3)]
+    pbs = scheduler_env(info, "pbs", str(tmp_path), str(tmp_path))["PBS_JOBID"]
+    assert slurm[0] < slurm[1] < slurm[2] and int(pbs.split(".")[0]) > slurm[2]
+
+
+def lease_dir():
+    from pyfw.testbed.lease import STATE_DIR
+    return STATE_DIR

@@ -23,6 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 JOB = os.path.join(HERE, "testbed_job.py")
 REASON = refuse_reason()
+#: the test beds' prefixes start with this (set it to run beside another session's suite)
+P = os.environ.get("PYFW_TEST_TESTBED_PREFIX", "pfw")
 KNEE = [sys.executable, "-m", "apps.knee", "--shape", "50", "30", "30", "--dx", "3",
         "--length", "60", "--no-plots", "--quiet"]
 
@@ -41,7 +43,7 @@ def _bed(prefix, **kw):
 @pytest.fixture(scope="module")
 def bed3():
     """Nodes A, B, C with one rank each; B's link capped at 100 Mbit/s both ways."""
-    tb, info = _bed("pfwc3", nodes=3, slots=1, links={"B": "100mbit"})
+    tb, info = _bed(f"{P}c3", nodes=3, slots=1, links={"B": "100mbit"})
     yield info
     tb.down()
 
@@ -49,7 +51,7 @@ def bed3():
 @pytest.fixture(scope="module")
 def bed2():
     """Nodes A, B with two ranks each."""
-    tb, info = _bed("pfwc2", nodes=2, slots=2)
+    tb, info = _bed(f"{P}c2", nodes=2, slots=2)
     yield info
     tb.down()
 
@@ -74,7 +76,7 @@ def test_cli_names_nodes_by_letter_and_records_the_ground_truth():
     if REASON:
         print(f"test bed unavailable: {REASON}")
         pytest.skip(REASON)
-    cli = [sys.executable, "-m", "pyfw.testbed.cli", "--prefix", "pfwcli"]
+    cli = [sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}cli"]
     try:
         up = subprocess.run(cli + ["up", "--nodes", "3", "--slots", "1", "--link", "B:50mbit",
                                    "--slow", "C:4", "--delay", "A:0.003"],
@@ -87,7 +89,7 @@ def test_cli_names_nodes_by_letter_and_records_the_ground_truth():
         assert nodes["C"]["cpu_cores"] == 0.25 and got["cpu_method"].startswith("cgroup")
         assert nodes["A"]["delay_s"] == 0.003 and got["delay_method"]
         assert got["binding"].startswith("none")
-        tc = subprocess.run(["tc", "qdisc", "show", "dev", "pfwcli-1h"], capture_output=True,
+        tc = subprocess.run(["tc", "qdisc", "show", "dev", f"{P}cli-1h"], capture_output=True,
                             text=True).stdout
         assert "tbf" in tc and "50Mbit" in tc
         if got["delay_method"].startswith("in-process"):   # no netem in this kernel
@@ -98,7 +100,7 @@ def test_cli_names_nodes_by_letter_and_records_the_ground_truth():
     finally:
         subprocess.run(cli + ["down"], timeout=60, env=_env())
     left = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert "pfwcli" not in left and not os.path.exists("/sys/fs/cgroup/cpu/pfwcli-2")
+    assert f"{P}cli" not in left and not os.path.exists(f"/sys/fs/cgroup/cpu/{P}cli-2")
 
 
 def test_monitor_finds_the_capped_node_within_20_percent_of_tc(bed3, tmp_path):
@@ -106,7 +108,7 @@ def test_monitor_finds_the_capped_node_within_20_percent_of_tc(bed3, tmp_path):
     res = _run(bed3, [sys.executable, JOB, "monitor", str(out)])
     assert res.returncode == 0, res.stderr
     got = json.loads(out.read_text())
-    assert got["hosts"] == ["pfwc3-0", "pfwc3-1", "pfwc3-2"]
+    assert got["hosts"] == [f"{P}c3-0", f"{P}c3-1", f"{P}c3-2"]
     bw = np.array(got["bandwidth"])
     cap = bed3["nodes"][1]["rate_bytes_per_s"]
     for i, j in ((0, 1), (1, 2)):   # B's links
@@ -122,12 +124,12 @@ def test_farm_across_nodes_with_a_capped_link(bed3, tmp_path):
     assert res.returncode == 0, res.stderr
     got = json.loads(out.read_text())
     assert sorted(r[0] for r in got["results"]) == list(range(300))   # each exactly once
-    assert {r[2] for r in got["results"]} == {"pfwc3-1", "pfwc3-2"}   # both worker nodes
+    assert {r[2] for r in got["results"]} == {f"{P}c3-1", f"{P}c3-2"}   # both worker nodes
 
 
 def test_ulfm_a_whole_node_killed_every_result_exactly_once(bed2, tmp_path):
     out = tmp_path / "kill.json"
-    _run(bed2, [sys.executable, JOB, "farm", str(out), "pfwc2-1"], ft=True)
+    _run(bed2, [sys.executable, JOB, "farm", str(out), f"{P}c2-1"], ft=True)
     got = json.loads(out.read_text())
     assert sorted(r[0] for r in got["results"]) == list(range(300))
     assert got["alive"] == {"1": True, "2": False, "3": False}
@@ -180,16 +182,16 @@ def test_domain_bitwise_on_one_and_two_nodes_and_knee_restart_elsewhere(bed2, tm
 @pytest.mark.parametrize("scheduler,script", [("slurm", "farm.slurm"), ("pbs", "farm.pbs")])
 def test_batch_template_runs_unchanged_on_the_test_bed(bed2, tmp_path, scheduler, script):
     env = dict(_env(), RESULTS=str(tmp_path))
-    shims = os.path.join(tempfile.gettempdir(), "pyfw-cluster-pfwc2-*")
+    shims = os.path.join(tempfile.gettempdir(), f"pyfw-cluster-{P}c2-*")
     before = set(glob.glob(shims))
-    res = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", "pfwc2", "job",
+    res = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}c2", "job",
                           "--timeout", "120", "--scheduler", scheduler,
                           os.path.join(ROOT, "jobs", script)],
                          capture_output=True, text=True, timeout=150, env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     stats = json.loads(next(tmp_path.glob("stats-*.json")).read_text())
     hosts = {w["host"] for w in stats["workers"]}
-    assert hosts == {"pfwc2-0", "pfwc2-1"} and stats["tasks"] == 20000
+    assert hosts == {f"{P}c2-0", f"{P}c2-1"} and stats["tasks"] == 20000
     assert set(glob.glob(shims)) <= before, "the job's shim directory outlived it"
 
 

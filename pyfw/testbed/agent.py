@@ -1,15 +1,16 @@
 """The launch side of the test bed: the ssh stand-in that starts Open MPI's daemons inside
-each node's namespaces, and the ``mpiexec`` options that use it. Apart from the CLI so that
-:mod:`pyfw.launch` (``pyfw-run --testbed``) can read it without a circle back to the CLI,
-which itself launches through :mod:`pyfw.launch`."""
+each node's namespaces, the ``mpiexec`` options that use it, and the launch profile that
+hands both to ``pyfw-run --testbed`` as data (the launcher imports nothing of the test bed;
+the test bed launches through :mod:`pyfw.launch`)."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 
-from .netns import STATE_DIR
+from .lease import STATE_DIR, lock_path
 
-__all__ = ["AGENT", "agent_path", "launch_options"]
+__all__ = ["AGENT", "agent_path", "launch_options", "profile_path", "write_profile"]
 
 AGENT = """#!/bin/sh
 # ssh stand-in for prterun: drop ssh's options, run the command in the node's namespaces
@@ -46,3 +47,26 @@ def launch_options(info: dict, hosts: bool = True) -> list[str]:
         "--prtemca", "oob_tcp_if_include", sub,
         "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", sub,
         "--mca", "pml", "ob1", "--mca", "osc", "^ucx"]
+
+
+def profile_path(prefix: str) -> str:
+    """Where test bed ``prefix`` keeps its launch profile (``pyfw-run --testbed`` reads it:
+    :data:`pyfw.launch.TESTBED_PROFILES`)."""
+    return os.path.join(STATE_DIR, prefix + ".launch.json")
+
+
+def write_profile(info: dict, env: dict) -> str:
+    """Write what a job on the test bed needs, as data: ``hosts`` (the ``--host`` option,
+    left out when the user gives a hostfile), ``options`` (every other ``mpiexec`` option),
+    ``env`` (variables the ranks need, e.g. ``$PYFW_EMULATE_LINKS``) and ``lease`` (the file
+    whose shared ``flock`` marks the bed in use). Returns its path."""
+    hosts = launch_options(info)[:2]
+    profile = {"prefix": info["prefix"], "hosts": hosts,
+               "options": launch_options(info, hosts=False), "env": env,
+               "lease": lock_path(info["prefix"])}
+    path = profile_path(info["prefix"])
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(profile, f, indent=1)
+    os.replace(tmp, path)
+    return path

@@ -16,7 +16,7 @@ import os
 
 from ..errors import TestBedBusy
 
-__all__ = ["hold", "release", "holders", "exclusive", "refuse_if_used"]
+__all__ = ["hold", "release", "holders", "exclusive", "refuse_if_used", "lock_path"]
 
 STATE_DIR = "/run/pyfw-testbed"
 
@@ -24,6 +24,11 @@ STATE_DIR = "/run/pyfw-testbed"
 def _path(prefix: str, kind: str) -> str:
     os.makedirs(STATE_DIR, exist_ok=True)
     return os.path.join(STATE_DIR, f"{prefix}.{kind}")
+
+
+def lock_path(prefix: str) -> str:
+    """The file whose shared ``flock`` is the lease on test bed ``prefix``."""
+    return _path(prefix, "lock")
 
 
 def hold(prefix: str) -> int:

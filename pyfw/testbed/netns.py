@@ -29,6 +29,7 @@ import string
 import subprocess
 
 from . import lease
+from .agent import profile_path, write_profile
 
 __all__ = ["TestBed", "refuse_reason", "subnet_for", "node_index", "up", "down", "status",
            "job_env", "rank_nodes"]
@@ -216,6 +217,7 @@ class TestBed:
         os.makedirs(STATE_DIR, exist_ok=True)
         with open(self.state, "w") as f:
             json.dump(info, f, indent=1)
+        write_profile(info, job_env(info, {}))   # for pyfw-run --testbed
         return info
 
     def _slow(self, name: str, factor: float | None) -> float | None:
@@ -264,7 +266,8 @@ class TestBed:
             dev = line.split(":")[1].strip().split("@")[0]
             if owns_link(self.prefix, dev):
                 _ip("link", "del", dev, check=False)
-        for path in (self.state, os.path.join(STATE_DIR, self.prefix + "-agent.sh")):
+        for path in (self.state, os.path.join(STATE_DIR, self.prefix + "-agent.sh"),
+                     profile_path(self.prefix)):
             if os.path.exists(path):
                 os.remove(path)
 
