@@ -76,15 +76,15 @@ def leave(reason: str) -> None:
     _real_exit(137)    # not reached: SIGKILL cannot be caught
 
 
-def task_exit(exc: BaseException, task=None) -> None:
+def task_exit(exc: BaseException, item=None, fn=None, star: bool = False) -> None:
     """A task raised ``SystemExit`` or ``KeyboardInterrupt``: on a guarded worker that is the
     rank leaving (:func:`leave`, never returns); elsewhere (serial farm, master) it returns
-    and the caller re-raises."""
+    and the caller re-raises. ``item`` (a Task, or ``fn``'s argument, a tuple with ``star``)
+    names the task in the message."""
     if not armed():
         return
     what = f"{type(exc).__name__}({_exit_arg(exc)})"
-    where = "" if task is None else f" in task {_short(task)}"
-    leave(f"{what}{where}")
+    leave(f"{what} in task {_describe(item, fn, star)}")
 
 
 # ------------------------------------------------------------------ internals
@@ -142,9 +142,16 @@ def _exit_arg(exc: BaseException) -> str:
     return "" if not exc.args else ", ".join(repr(a) for a in exc.args)
 
 
-def _short(task, limit: int = 60) -> str:
+def _describe(item, fn, star: bool, limit: int = 80) -> str:
+    """``f(1, 2)`` for a function's task, the Task's repr otherwise; at most ``limit``
+    characters."""
     try:
-        text = repr(task)
+        if fn is None:
+            text = repr(item)
+        else:
+            args = item if star else (item,)
+            name = getattr(fn, "__qualname__", None) or type(fn).__name__
+            text = f"{name}({', '.join(repr(a) for a in args)})"
     except Exception:  # noqa: BLE001 -- a broken __repr__ must not hide the exit
-        text = f"<{type(task).__name__}>"
+        text = f"<{type(item).__name__}>"
     return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -27,8 +27,8 @@ PROMPT = 30        # "at once": well before the timeout even on a loaded machine
 #: kind -> what stderr says of rank 2 (the guard's line, or Open MPI's for a signal)
 LEAVES = {
     "os_exit": "left the farm: os._exit(9)",
-    "sys_exit": "left the farm: SystemExit(3) in task",
-    "keyboard_interrupt": "left the farm: KeyboardInterrupt() in task",
+    "sys_exit": "left the farm: SystemExit(3) in task Work(",
+    "keyboard_interrupt": "left the farm: KeyboardInterrupt() in task Work(",
     "c_exit": "left the farm: exit(3) from native code",
 }
 SIGNALS = {"sigkill": 9, "sigterm": 15, "segfault": 11}

@@ -39,6 +39,9 @@ class Work(Task):
     def __init__(self, i, kind):
         self.i, self.kind = i, kind
 
+    def __repr__(self):
+        return f"Work({self.i})"
+
     def run(self, ctx):
         ctx.state["n"] = ctx.state.get("n", 0) + 1
         if ctx.rank == DYING_RANK and ctx.state["n"] == DYING_AT:
