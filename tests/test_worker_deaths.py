@@ -23,6 +23,8 @@ ROOT = os.path.dirname(HERE)
 JOB = os.path.join(HERE, "worker_death_job.py")
 TIMEOUT = 60       # a hang is caught long before it; a good job ends in a few seconds
 PROMPT = 30        # "at once": well before the timeout even on a loaded machine
+#: the test bed's prefix here (the suite's test beds start with $PYFW_TEST_TESTBED_PREFIX)
+PREFIX = os.environ.get("PYFW_TEST_TESTBED_PREFIX", "pfw") + "wd"
 
 #: kind -> what stderr says of rank 2 (the guard's line, or Open MPI's for a signal)
 LEAVES = {
@@ -99,7 +101,7 @@ def bed():
     if reason:
         print(f"test bed unavailable: {reason}")
         pytest.skip(reason)
-    tb = TestBed("h3")
+    tb = TestBed(PREFIX)
     try:
         yield tb.up(nodes=2, slots=2)
     finally:
