@@ -1,5 +1,7 @@
-"""Balancer decision logic, serially: a fake 8-rank domain and a fake monitor whose forecast
-speeds and window times the test sets (no MPI, no clock)."""
+"""Balancer decision logic, serially: a fake 8-rank domain and a fake monitor whose window
+times the test sets (no MPI, no clock). The hysteresis and damping tests take each window's
+speeds as they come (``samples=1``, ``confidence=0``), to test those rules alone; the
+noise-robust estimate has its own tests (test_domain_noise.py)."""
 import types
 
 import numpy as np
@@ -50,10 +52,11 @@ class FakeMonitor:
         return types.SimpleNamespace(predict=lambda: types.SimpleNamespace(method="fake"))
 
 
-def setup(nz=200, p=8):
+def setup(nz=200, p=8, **kw):
     dom = FakeDomain(nz, p)
     mon = FakeMonitor(dom)
-    bal = Balancer(dom, every=1, lag=0, monitor=mon, min_gain=0.05)
+    kw = {"samples": 1, "confidence": 0.0, **kw}
+    bal = Balancer(dom, every=1, lag=0, monitor=mon, min_gain=0.05, **kw)
     return dom, mon, bal
 
 
@@ -101,20 +104,23 @@ def test_opposite_proposals_do_not_move():
     assert check(bal, mon, b) is not None       # the same proposal twice moves
 
 
-def test_stale_forecast_proposes_from_measured_times():
-    """Forecasts say all equal (cuts even are ideal) but the window's times show rank 7 at
-    3x: the check flags stale, proposes from the measured speeds; the next one moves."""
-    dom, mon, bal = setup()
+def test_a_clean_change_is_a_change_point_and_moves_at_once():
+    """32 windows say all ranks equal; then rank 7 is 3x slower in every window. The mean
+    over the kept windows would take many windows to follow; three stale windows in a row
+    that agree replace the kept ones, so the cuts move at the next check, all the way (the
+    change point also lifts any damping cap)."""
+    dom, mon, bal = setup(samples=32, confidence=2.0)
     eq = np.ones(8)
-    t = P.slab_costs(dom.cost, dom.cuts) * 1e-3
-    t[7] *= 3
-    assert check(bal, mon, eq, t) is None
-    assert bal.history[-1]["stale"] and bal.history[-1]["proposed"] is not None
-    new = check(bal, mon, eq, t)
-    assert new is not None
-    truth = np.ones(8)
-    truth[7] = 1 / 3
-    assert new.tolist() == P.partition(np.ones(200), truth).tolist()
+    for _ in range(32):
+        assert check(bal, mon, eq) is None
+    slow = eq.copy()
+    slow[7] = 1 / 3
+    got = [check(bal, mon, slow) is not None for _ in range(3)]
+    assert [h["stale"] for h in bal.history[-3:]] == [True, True, True]
+    assert len(bal.window_speeds) == 3          # the change point kept only the new windows
+    got.append(check(bal, mon, slow) is not None)
+    assert got == [False, False, False, True], bal.history[-4:]
+    assert dom.cuts.tolist() == P.partition(np.ones(200), slow).tolist()
 
 
 def test_bad_balancer_options_are_configuration_errors():
@@ -126,27 +132,42 @@ def test_bad_balancer_options_are_configuration_errors():
     assert issubclass(ConfigurationError, ValueError)
 
 
+def until_moved(bal, mon, dom, speeds, n=4):
+    """Checks with the same window speeds until the cuts move (at most n)."""
+    before = dom.cuts.copy()
+    for _ in range(n):
+        check(bal, mon, speeds)
+        if not np.array_equal(before, dom.cuts):
+            break
+    return int(dom.cuts[1])
+
+
 def test_a_move_back_goes_half_as_far_and_a_swing_dies_out():
     """Estimates that swing between 'rank 1 slow' and 'rank 0 slow' (a CPU quota that
     throttles in bursts): the first move goes all the way, each move back at most half as
-    far as the move before it, so the swing dies out instead of jumping between extremes."""
+    far as the move before it, and the cap never grows again while the cut keeps moving,
+    so the swing dies out instead of jumping between extremes."""
     dom, mon, bal = setup(nz=120, p=2)
     slow1, slow0 = np.array([1.0, 0.5]), np.array([0.5, 1.0])
     full1 = P.partition(np.ones(120), slow1)
-    for _ in range(2):
-        new = check(bal, mon, slow1)
-    assert new.tolist() == full1.tolist()          # 80: the whole way
-    seen = [int(dom.cuts[1])]
+    assert until_moved(bal, mon, dom, slow1) == full1[1] == 80   # the whole way
+    seen = [80]
     for speeds in (slow0, slow1, slow0, slow1):
-        for _ in range(2):                         # proposed, then confirmed
-            check(bal, mon, speeds)
-        seen.append(int(dom.cuts[1]))
-    # each move back goes half as far as the move before it: 60 -> 80 (+20), then 40
-    # proposed -> 70 (-10), 80 proposed -> 75 (+5), 40 -> 73 (-2), 80 -> 74 (+1)
+        seen.append(until_moved(bal, mon, dom, speeds))
+    # 60 -> 80 (+20), then 40 proposed -> 70 (-10), 80 proposed -> 75 (+5), 40 -> 73 (-2),
+    # 80 -> 74 (+1)
     assert seen == [80, 70, 75, 73, 74]
+    # a second move the same way does not regain the stride (it did: 74 -> 80, and the
+    # cuts went 33 -> 5 -> 19 -> 52 on the knee)
+    assert until_moved(bal, mon, dom, slow1) == 75
+    # once the cuts held (four quiet checks and max_interval steps), the cap is forgotten
+    balanced = np.array([1.0, 45 / 75])
+    for _ in range(bal.max_interval + 4):
+        check(bal, mon, balanced)
+    assert dom.cuts[1] == 75
+    assert until_moved(bal, mon, dom, slow0) == 40
     # a move the same way as the previous one is not damped
     dom2, mon2, bal2 = setup(nz=120, p=2)
     for speeds in (np.array([1.0, 0.8]), np.array([1.0, 0.5])):
-        for _ in range(2):
-            check(bal2, mon2, speeds)
+        until_moved(bal2, mon2, dom2, speeds)
     assert dom2.cuts.tolist() == P.partition(np.ones(120), np.array([1.0, 0.5])).tolist()

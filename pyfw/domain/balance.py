@@ -3,81 +3,142 @@
 Each rank feeds :meth:`Balancer.record` the compute time of every step (update calls only,
 never halo waits: ``SlabDomain.step`` returns exactly that). The balancer hands each
 ``(slab cost, seconds)`` pair to the job's online monitor (:attr:`SlabDomain.monitor`, a
-:class:`pyfw.monitor.OnlineMonitor`), which turns each window into one speed sample per rank
-(plane cost per compute second) and forecasts it with a Network-Weather-Service bank (last
-value, sliding means/medians, exponential smoothing; the predictor with the lowest recent
-error wins). Speeds in cost per second do not depend on the cuts, so they stay valid across
-moves.
+:class:`pyfw.monitor.OnlineMonitor`), whose forecasts (a Network-Weather-Service bank per
+rank) are kept in the history and shown on the dashboard.
 
 Every ``every`` steps :meth:`Balancer.check` (collective) posts one monitor exchange
-(:meth:`OnlineMonitor.sync_start`: a single non-blocking ``allgather`` carrying the speed
-samples and the window's mean step times, plus a link probe if one is due) and ``lag`` steps
-later (default 2) completes it -- by then it has progressed inside the halo exchanges, so no
-rank waits for the slowest -- reads the forecast speeds ``s_i``, proposes new cuts with
-:func:`~pyfw.domain.partition.partition` and moves the boundaries only when
+(:meth:`OnlineMonitor.sync_start`: a single non-blocking ``allgather`` carrying every rank's
+mean step time over the window, plus a link probe if one is due) and ``lag`` steps later
+(default 2) completes it -- by then it has progressed inside the halo exchanges, so no rank
+waits for the slowest.
+
+Speeds. Every window without a move gives one speed sample per rank, ``cost_i / t_i`` (plane
+cost per compute second; it does not depend on the cuts, so samples stay valid across
+moves). The balancer's speed of a rank is the **median of its last ``samples`` (5) windows**,
+and its noise the scatter of those windows, taken as the relative standard error of that
+median (``1.2533 * IQR / 1.349 / median / sqrt(n)``; 0 with one window). Why
+not the forecaster bank: a step's compute time is wall time, so a rank descheduled in the
+middle of an update counts the time it was off its core. On a shared box (knee 67x53x53 on 2
+ranks, 0.3 ms steps, load 2.5 on 2 cores) single windows took 9-35 ms a step, the
+window-to-window speed ratio of the two equal ranks spread 0.24-3.7 (5-95 %), and the bank,
+which ranks its predictors by squared error (dominated by such outliers), answered with
+"last", "mean" or "exp0.5" in turn: 84 moves in 11,708 steps, cuts between 5 and 66 of 67.
+One outlier window does not move a median of five, and a real change moves it after three.
+
+Moves. Each check proposes new cuts with :func:`~pyfw.domain.partition.partition` from those
+speeds and moves the boundaries only when
 
 * the time lost to imbalance since the last move, ``sum over steps of (t_max - t_mean)`` of the
   measured window times, exceeds the estimated cost of moving (measured on the previous move:
   seconds per byte plus a fixed part; a conservative guess before the first move), and
 * the predicted gain per step, ``max_i(cost_i / s_i)`` now minus the bottleneck of the new cuts,
-  is above ``min_gain`` of the current step time and above one plane's time on the slowest
-  rank, and
-* the previous check also proposed a move, with no cut going the opposite way (hysteresis: a
-  one-off noisy window, e.g. another process stealing a core for a moment, moves nothing).
+  is above ``min_gain`` of the current step time, above one plane's time on the slowest
+  rank, and above ``confidence`` (2) times the noise of that prediction
+  (``sqrt(2) * max_i(noise_i)`` of the current step time): noise that makes two equal ranks
+  look uneven moves nothing, while a rank really 3x slower (windows within a few % of each
+  other) moves at the second check, and
+* the previous check also proposed a move, with no cut going the opposite way (hysteresis).
   Cuts that one of the two proposals keeps and the other moves do not block it: with 8
   ranks (7 cuts) two estimates rarely round every cut alike, and demanding identical signs
   delayed the benchmark's move after a speed change by 2-4 checks.
 
-A move that takes a cut back the way the previous move brought it goes at most half as far
-as that move did (at least one plane): estimates that swing (a node throttled by a CPU quota
-in bursts) then damp out instead of throwing the cuts between two extremes.
+Damping. Once a cut has moved back the way it came, each of its later moves goes at most half
+as far as its move before that reversal (at least one plane), halving again at every further
+reversal, and the cap does not grow while the cut keeps moving; it is forgotten only after the
+cuts have held still for ``max_thin * every`` steps and four checks in a row proposed nothing
+(a new situation, not a swing). So however
+the estimates swing, a cut's swing can only shrink. (The rule before capped only a move
+that reversed the move just before it, and a second move the same way was free again: the
+cuts went 33 -> 5 -> 19 -> 52 in the run above.)
 
-Stale forecasts: a forecaster bank follows a step change of a rank's speed only after a few
-samples (its sliding means and medians still hold the old value), and while the cuts held
-the checks had thinned out. So each check compares the window's measured step times ``t_i``
-with what the forecasts predict for the current slabs (``cost_i / s_i``); when some rank is
-off by more than ``stale`` (default 25 %) -- and no move happened inside the window -- the
-proposal uses the window's own speeds ``cost_i / t_i`` and the checks go back to every
-``every`` steps, so the cuts follow at the next check (hysteresis still needs it to agree).
-Measured (``benchmarks/domain_balance_model.py``, 8 ranks, the 3x slower rank changes after
-the cuts had settled): the move came 4 checks / 127 steps after the change without this,
-1 check after the first check that saw it with it.
+Stale estimates. While the cuts hold the checks thin out. When some rank's window time is
+off the time its speed predicts by more than ``stale`` (default 25 %) and by more than three
+times the measured noise (and no move happened inside the window), the checks go back to
+every ``every`` steps, so the median follows a real change within three windows. The window
+is one sample like any other: it does not replace the speeds (it did before, and under noise
+half of the windows were "stale" and proposed from a single window).
 
-Every rank takes the decision from the same gathered numbers (the monitor's banks are fed
-identically everywhere), so all agree without a vote.
+Every rank takes the decision from the same gathered numbers, so all agree without a vote.
 """
 from __future__ import annotations
 
 import math
 import time
+from collections import deque
 
 import numpy as np
 
 from ..errors import ConfigurationError
 from . import partition as _part
 
-__all__ = ["Balancer"]
+__all__ = ["Balancer", "WindowSpeeds"]
+
+_CHANGE_RUN = 3     # stale windows in a row that agree: a change point
+_CALM_CHECKS = 4     # quiet checks (and max_interval steps) after which move caps are forgotten
+
+
+class WindowSpeeds:
+    """The last ``keep`` windows' paces of every rank (compute seconds per unit of plane
+    cost; one array per window) and what they say (pure, no MPI: identical on every rank when
+    fed the same gathered numbers)."""
+
+    def __init__(self, keep: int = 32):
+        if keep < 1:
+            raise ConfigurationError("samples must be >= 1")
+        self.buf = deque(maxlen=int(keep))
+
+    def add(self, paces) -> None:
+        """One window's pace of every rank (all > 0 and finite)."""
+        self.buf.append(np.asarray(paces, dtype=np.float64).copy())
+
+    def restart(self, keep: int) -> None:
+        """Forget all but the last ``keep`` windows (at a change point)."""
+        while len(self.buf) > keep:
+            self.buf.popleft()
+
+    def __len__(self) -> int:
+        return len(self.buf)
+
+    def speeds(self) -> np.ndarray:
+        """Each rank's speed: plane cost per compute second over the kept windows (the
+        inverse of the mean pace: a throughput, so rare long stalls count at their weight)."""
+        return 1.0 / np.mean(np.array(self.buf), axis=0)
+
+    def spread(self) -> np.ndarray:
+        """Each rank's relative scatter between windows: standard deviation of the paces
+        over their mean; 0 with one window."""
+        a = np.array(self.buf)
+        if len(a) < 2:
+            return np.zeros(a.shape[1])
+        return np.std(a, axis=0, ddof=1) / np.mean(a, axis=0)
+
+    def noise(self) -> np.ndarray:
+        """Relative standard error of each rank's speed (0 with one window)."""
+        return self.spread() / math.sqrt(len(self.buf))
 
 
 class Balancer:
     """Measurement-based boundary mover for a :class:`~pyfw.domain.slab.SlabDomain`.
 
     ``every``: steps between checks; ``min_gain``: relative predicted gain needed to move;
-    ``guess_bandwidth`` (bytes/s) and ``guess_latency`` (s): move-cost model until a move has
-    been measured; ``monitor``: the online monitor to read speeds from (default: the
-    domain's, :attr:`SlabDomain.monitor`); ``lag``: steps between posting a window's
-    exchange and deciding on it (0: decide at once, blocking); ``budget``: while the cuts
-    hold, checks thin out (interval doubling from ``every``) until their measured cost is
-    under 30 % of this fraction of the step time, but never beyond ``max_thin * every``
-    steps, which bounds how late a speed change is noticed; each proposed move halves the
-    interval back towards ``every``; ``stale``: relative gap between a rank's measured and
-    forecast step time above which the forecasts are taken as stale (see the module
-    docstring).
+    ``confidence``: how many times the noise of the predicted step time the gain must also
+    exceed; ``samples``: windows whose median gives a rank's speed; ``guess_bandwidth``
+    (bytes/s) and ``guess_latency`` (s): move-cost model until a move has been measured;
+    ``monitor``: the online monitor that carries the exchanges (default: the domain's,
+    :attr:`SlabDomain.monitor`); ``lag``: steps between posting a window's exchange and
+    deciding on it (0: decide at once, blocking); ``budget``: while the cuts hold, checks
+    thin out (interval doubling from ``every``) until their measured cost is under 30 % of
+    this fraction of the step time, but never beyond ``max_thin * every`` steps, which bounds
+    how late a speed change is noticed; each proposed move halves the interval back towards
+    ``every``; ``stale``: relative gap between a rank's measured and predicted step time
+    above which (and above three times the noise) the checks go back to ``every`` (see the
+    module docstring).
     """
 
     def __init__(self, domain, every: int = 20, min_gain: float = 0.10,
                  guess_bandwidth: float = 1e9, guess_latency: float = 2e-3, monitor=None,
-                 lag: int = 2, budget: float = 0.01, stale: float = 0.25, max_thin: int = 16):
+                 lag: int = 2, budget: float = 0.01, stale: float = 0.25, max_thin: int = 16,
+                 confidence: float = 2.0, samples: int = 32):
         if every < 1:
             raise ConfigurationError("every must be >= 1")
         if max_thin < 1:
@@ -86,6 +147,11 @@ class Balancer:
             raise ConfigurationError("lag must be >= 0")
         if not 0 < budget < 1:
             raise ConfigurationError("budget must be a fraction in (0, 1)")
+        if not confidence >= 0:
+            raise ConfigurationError("confidence must be >= 0")
+        self.window_speeds = WindowSpeeds(samples)
+        self._offrun = []          # the last stale windows in a row: (signs, paces)
+        self.confidence = float(confidence)
         self.lag = min(int(lag), every - 1)
         self.stale = float(stale)
         self._dirty = False        # a move happened inside the window being recorded
@@ -105,7 +171,11 @@ class Balancer:
         self.loss = 0.0            # seconds lost to imbalance since the last move
         self._window = []
         self._last_dir = None      # direction of the previous proposal (for hysteresis)
-        self._moved = None         # cut changes of the previous move (reversals are damped)
+        self._cap = None           # per cut: largest move allowed (inf: none), see _damped
+        self._last_move = None     # per cut: its last nonzero move (planes, signed)
+        self._moved_at = None      # step of the last move and the cuts it left
+        self._quiet = 0            # checks in a row that proposed nothing
+        self._calm = True          # the cuts held long enough since the last move: no caps
         self._cost_key = None
         self._cost = 0.0
         self.steps = 0
@@ -124,7 +194,10 @@ class Balancer:
         self.mon.step(self._cost, seconds)
 
     def speeds(self) -> np.ndarray:
-        """Forecast speed of every rank (plane cost per compute second)."""
+        """The balancer's speed of every rank (plane cost per compute second): the median of
+        the recent windows' samples (before the first sample: the monitor's forecasts)."""
+        if len(self.window_speeds):
+            return self.window_speeds.speeds()
         return self.mon.speeds()
 
     def move_cost(self, new_cuts) -> float:
@@ -193,6 +266,41 @@ class Balancer:
             self.interval = max(self.every, min(2 * self.interval, need, self.max_interval))
         self.next_check = max(self.steps + 1, posted + self.interval)
 
+    def _sample(self, t, costs, dirty: bool) -> bool:
+        """Take the window's paces into the samples (not when a move happened inside it);
+        True when the window is stale: some rank off the pace of the kept windows (three at
+        least) by more than ``stale`` and by more than three times their scatter. Stale
+        windows are held back while they come in a row; three in a row that agree (the same
+        ranks off the same way, their paces within ``stale`` of each other) are a change
+        point and replace the kept windows, otherwise they join them when the row ends."""
+        ws = self.window_speeds
+        if dirty or not np.all(costs > 0):
+            return False
+        pace = t / costs
+        off = np.zeros(pace.size)
+        if len(ws) >= 3:
+            gap = pace * ws.speeds() - 1.0
+            off = np.where((np.abs(gap) > self.stale) & (np.abs(gap) > 3.0 * ws.spread()),
+                           np.sign(gap), 0.0)
+        run = self._offrun
+        if run and not np.array_equal(off, run[-1][0]):
+            for _, p in run:             # the row ended: its windows were samples like any
+                ws.add(p)
+            run.clear()
+        if not np.any(off):
+            ws.add(pace)
+            return False
+        run.append((off, pace))
+        if len(run) == _CHANGE_RUN:
+            p = np.array([x[1] for x in run])
+            if np.all(np.ptp(p, axis=0) <= self.stale * p.mean(axis=0)):
+                ws.restart(0)            # a change point: the older windows are the past
+                self._calm = True        # and earlier swings do not cap the next move
+            for x in p:
+                ws.add(x)
+            run.clear()
+        return True
+
     def _decide(self, allw, force: bool, posted: int, dirty: bool = False):
         d = self.dom
         if allw.shape[1] < 2:
@@ -200,23 +308,23 @@ class Balancer:
             return None
         t = allw[:, 0]
         nsteps = float(allw[0, 1])
-        speeds = self.mon.speeds()
-        if np.any(t <= 0) or not np.all(np.isfinite(speeds)) or np.any(speeds <= 0):
+        if np.any(t <= 0) or not np.all(np.isfinite(t)):
             self.next_check = max(self.steps + 1, posted + self.every)
             return None
         self.loss += nsteps * (t.max() - t.mean())
         costs = _part.slab_costs(d.cost, d.cuts)
-        stale = False
-        if not dirty and np.all(costs > 0):
-            gap = float(np.max(np.abs(t * speeds / costs - 1.0)))
-            if gap > self.stale:   # forecasts lag a change: use the window's own speeds
-                stale = True
-                speeds = costs / t
+        stale = self._sample(t, costs, dirty)
+        if not len(self.window_speeds):      # only windows with a move so far
+            self.next_check = max(self.steps + 1, posted + self.every)
+            return None
+        speeds = self.window_speeds.speeds()
+        noise = math.sqrt(2.0) * float(self.window_speeds.noise().max())
         now = float((costs / speeds).max())
         plane_time = float((d.cost.max() / speeds).max()) if d.cost.max() > 0 else 0.0
+        need = max(self.min_gain, self.confidence * noise) * now
         # no cuts beat the continuous ideal: skip the partition when even that gains too little
         ideal = float(d.cost.sum() / speeds.sum())
-        if now - ideal > self.min_gain * now and now - ideal > plane_time:
+        if now - ideal > need and now - ideal > plane_time:
             new = _part.partition(d.cost, speeds, d.min_planes)
             pred = _part.bottleneck(d.cost, speeds, new)
         else:
@@ -224,13 +332,17 @@ class Balancer:
         gain = now - pred
         cost = self.move_cost(new)
         rec = {"step": self.steps, "times": t.tolist(), "cuts": d.cuts.tolist(),
-               "speeds": speeds.tolist(),
+               "speeds": speeds.tolist(), "noise": noise,
+               "forecast": self.mon.speeds().tolist(),
                "forecasters": [self.mon.speed(r).predict().method for r in range(d.size)],
                "imbalance": float(t.max() / t.mean() - 1), "loss": self.loss,
                "move_cost": cost, "gain": gain, "stale": stale, "moved": False}
         self.history.append(rec)
-        worth = (not np.array_equal(new, d.cuts) and gain > self.min_gain * now
-                 and gain > plane_time)
+        worth = (not np.array_equal(new, d.cuts) and gain > need and gain > plane_time)
+        self._quiet = 0 if worth else self._quiet + 1
+        if (self._quiet >= _CALM_CHECKS and self._moved_at is not None
+                and self.steps - self._moved_at[0] >= self.max_interval):
+            self._calm = True
         self._schedule(allw, t, bool(worth), posted, stale)
         direction = np.sign(new - d.cuts) if worth else None
         rec["proposed"] = new.tolist() if worth else None
@@ -244,6 +356,8 @@ class Balancer:
             return None
         self._last_dir = None
         new = self._damped(new, force)
+        if np.array_equal(new, d.cuts):
+            return None
         info = d.repartition(new)
         self._dirty = True
         spent = float(d.comm.mpi.allreduce(info["seconds"], op=_max()))
@@ -255,31 +369,38 @@ class Balancer:
         return new
 
     def _damped(self, new: np.ndarray, force: bool = False) -> np.ndarray:
-        """The cuts to move to: ``new``, except that a cut going back the way the previous
-        move brought it goes at most half as far as that move did (at least one plane; a
-        forced move is not damped). Noisy speeds (a node throttled by a CPU quota in
-        bursts) made the cuts swing 83 -> 53 -> 72 -> 89 -> 70 -> 90 -> 55 (of 120 planes,
-        the right one ~80) in one 1,500-step run; halving each reversal makes such a swing
-        die out, while a real change keeps moving one way (unlimited) after at most one
-        shortened move."""
+        """The cuts to move to: ``new``, with each cut's move capped (see the module
+        docstring: after a cut's first reversal its moves go at most half as far as its move
+        before that reversal, at least one plane, the cap halving at each further reversal
+        and never growing; forgotten at a change point, once the cuts have held for
+        ``max_interval`` steps and four checks in a row proposed nothing, or when someone
+        else moved the cuts, e.g. a restart). A forced move is not damped. Noisy
+        speeds (a node throttled by a CPU quota in bursts) once made the cuts swing 83 -> 53
+        -> 72 -> 89 -> 70 -> 90 -> 55 (of 120 planes, the right one ~80) in one 1,500-step
+        run; with caps that only shrink such a swing dies out, while a real change after
+        the cuts settled moves at once."""
         d = self.dom
         delta = new - d.cuts
-        last, self._moved = self._moved, None
-        # the previous move counts only if the cuts are still where it left them (a
-        # repartition by someone else, e.g. a restart, starts afresh)
-        if last is not None and not force and np.array_equal(d.cuts, last[1]):
-            back = delta * last[0] < 0
-            limit = np.maximum(1, np.abs(last[0]) // 2)
-            damped = d.cuts + np.where(back, np.sign(delta) * np.minimum(np.abs(delta), limit),
-                                       delta)
+        at = self._moved_at
+        if force or self._calm or at is None or not np.array_equal(d.cuts, at[1]):
+            self._cap = np.full(d.cuts.size, np.inf)
+            self._last_move = np.zeros(d.cuts.size, dtype=np.int64)
+        if not force:
+            back = delta * self._last_move < 0
+            self._cap = np.where(back, np.minimum(self._cap, np.maximum(
+                1, np.abs(self._last_move) // 2)), self._cap)
+            step = np.sign(delta) * np.minimum(np.abs(delta), self._cap)
+            damped = d.cuts + step.astype(np.int64)
             m = d.min_planes   # keep every slab at min_planes (as partition does)
             for i in range(1, damped.size - 1):
                 damped[i] = max(damped[i], damped[i - 1] + m)
             for i in range(damped.size - 2, 0, -1):
                 damped[i] = min(damped[i], damped[i + 1] - m)
-            if not np.array_equal(damped, d.cuts):
-                new = damped
-        self._moved = (new - d.cuts, np.array(new, copy=True))
+            new = damped
+        moved = new - d.cuts
+        self._last_move = np.where(moved != 0, moved, self._last_move)
+        self._moved_at = (self.steps, np.array(new, copy=True))
+        self._calm = False
         return new
 
 
