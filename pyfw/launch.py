@@ -115,14 +115,15 @@ JOB_TAG = "PYFW_JOB_TAG"
 
 def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: bool = False,
         extra: list[str] | None = None, env: dict | None = None, capture: bool = False,
-        cwd: str | None = None, launch_retries: int = 2,
-        grace: float = STOP_GRACE) -> subprocess.CompletedProcess:
+        cwd: str | None = None, launch_retries: int = 2, grace: float = STOP_GRACE,
+        reraise: bool = True) -> subprocess.CompletedProcess:
     """Run ``command`` under mpiexec; kill the whole job if it outlives ``timeout`` seconds.
 
     Returns the CompletedProcess; on timeout its ``returncode`` is ``TIMEOUT_STATUS`` and
     ``timed_out`` is True. When this process gets SIGTERM, SIGINT or SIGHUP meanwhile (called
-    from the main thread), the job is stopped (see :func:`supervise`): ``stopped_by`` is the
-    signal and ``returncode`` 128 + its number. Output goes to the terminal unless
+    from the main thread), the job is stopped and the signal then delivered here as usual
+    (``reraise``; see :func:`supervise`), or with ``reraise=False`` the result returned with
+    ``stopped_by`` the signal and ``returncode`` 128 + its number. Output goes to the terminal unless
     ``capture`` is set. A launch that fails before any rank started
     (:data:`STARTUP_FAILURES`) is retried up to ``launch_retries`` times; each attempt has
     the full ``timeout``.
@@ -131,7 +132,7 @@ def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: b
     full_env = mpi_env(env, nprocs)
     for attempt in range(launch_retries + 1):
         result = supervise(argv, full_env, timeout=timeout, capture=capture, cwd=cwd,
-                           grace=grace)
+                           grace=grace, reraise=reraise)
         if (result.timed_out or result.stopped_by or result.returncode == 0
                 or attempt == launch_retries
                 or not any(m in (result.stderr or "") for m in STARTUP_FAILURES)):
@@ -188,7 +189,7 @@ class _StopRequests:
 
 def supervise(argv: list[str], env: dict | None = None, *, timeout: float | None = None,
               capture: bool = False, cwd: str | None = None, grace: float = STOP_GRACE,
-              watch_stderr: bool = True) -> subprocess.CompletedProcess:
+              watch_stderr: bool = True, reraise: bool = True) -> subprocess.CompletedProcess:
     """Run ``argv`` (mpiexec, or a batch script that calls it) as a job that always ends.
 
     The job runs in a session of its own, tagged through ``$PYFW_JOB_TAG``. It ends:
@@ -199,7 +200,11 @@ def supervise(argv: list[str], env: dict | None = None, *, timeout: float | None
     * when this process gets SIGTERM, SIGINT or SIGHUP (only when called from the main
       thread): the signal is passed on to the job's process group (mpiexec ends its ranks),
       and after ``grace`` seconds, or at once on a second signal, every process left of the
-      job gets SIGKILL; status 128 + signum, ``stopped_by`` the signal.
+      job gets SIGKILL. Then, with ``reraise``, the signal is delivered to this process as
+      if no job had been running (Ctrl-C raises :class:`KeyboardInterrupt`, an unhandled
+      SIGTERM ends it): a program that calls this keeps its own reaction, and orphans no
+      job. With ``reraise=False`` (``pyfw-run``) the result is returned: status
+      128 + signum, ``stopped_by`` the signal.
 
     When the job's leader has ended, whatever is left of the job (a rank that lost its
     mpiexec) is killed too, so nothing outlives it. stderr is read (to spot launcher faults)
@@ -234,6 +239,8 @@ def supervise(argv: list[str], env: dict | None = None, *, timeout: float | None
         raise
     finally:
         stop.restore()
+    if reraise and stop.signum is not None:   # the job is gone: now as if it never ran
+        signal.raise_signal(stop.signum)
     if tee is not None:
         tee.join(timeout=10)
         err = bytes(tail).decode(errors="replace")
@@ -546,7 +553,8 @@ def _main(argv: list[str] | None) -> int:
                          f"(pyfw-cluster --prefix {args.testbed} up)")
         extra += (profile["hosts"] if args.hostfile is None else []) + profile["options"]
         env = dict(os.environ if env is None else env, **profile["env"])
-    result = run(args.nprocs, command, timeout=args.timeout, ft=args.ft, extra=extra, env=env)
+    result = run(args.nprocs, command, timeout=args.timeout, ft=args.ft, extra=extra, env=env,
+                 reraise=False)
     if result.timed_out:
         print(f"pyfw-run: job killed after {args.timeout:g} s timeout", file=sys.stderr)
     elif result.stopped_by:

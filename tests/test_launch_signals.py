@@ -206,12 +206,14 @@ def test_what_ignores_the_signal_is_killed_after_the_grace(tmp_path):
     # a job whose leader and a child in a session of its own ignore every stop signal: the
     # launcher kills both after its grace; found through $PYFW_JOB_TAG, not the session
     marker = f"pyfwsig-{uuid.uuid4().hex[:12]}"
-    code = ("import sys; from pyfw import launch; "
-            "r = launch.supervise(['sh', '-c', sys.argv[1], sys.argv[2]], grace=1.0); "
+    code = ("import os; from pyfw import launch; "
+            "r = launch.supervise(['sh', '-c', os.environ['JOB'], os.environ['MARKER']], "
+            "grace=1.0, reraise=False); "
             "print(r.returncode, r.stopped_by.name, flush=True)")
-    proc = subprocess.Popen([sys.executable, "-c", code, STUBBORN.format(m=marker), marker],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT)
+    # the marker only in the job's command lines, not the driver's
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=dict(os.environ, JOB=STUBBORN.format(m=marker), MARKER=marker))
     deadline = time.monotonic() + 20
     while len(_marked(marker)) < 2:
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
@@ -224,6 +226,29 @@ def test_what_ignores_the_signal_is_killed_after_the_grace(tmp_path):
     assert out.split() == ["143", "SIGTERM"], err
     assert 1.0 <= took < 1.0 + 3.0
     assert _gone(marker, 2.0) == []
+
+
+def test_the_api_stops_the_job_then_lets_the_caller_see_the_signal(tmp_path):
+    # launch.run/supervise in a program: Ctrl-C still raises KeyboardInterrupt there, but
+    # only once the job is gone
+    marker = f"pyfwsig-{uuid.uuid4().hex[:12]}"
+    code = ("import sys; from pyfw import launch\n"
+            "try:\n"
+            "    launch.supervise(['sh', '-c', 'sleep 60', os.environ['MARKER']])\n"
+            "except KeyboardInterrupt:\n"
+            "    print('KeyboardInterrupt', flush=True)\n")
+    # the marker only in the job's command line, not the driver's
+    proc = subprocess.Popen([sys.executable, "-c", "import os\n" + code],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=dict(os.environ, MARKER=marker))
+    deadline = time.monotonic() + 20
+    while not _marked(marker):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert out.split() == ["KeyboardInterrupt"] and proc.returncode == 0, err
+    assert _marked(marker) == []   # gone before the exception was raised
 
 
 def test_leftovers_of_a_job_that_ended_are_ended(tmp_path):

@@ -262,7 +262,8 @@ def _main(argv: list[str] | None) -> int:
         if not cmd:
             raise SystemExit("pyfw-cluster run: no command given (run -- CMD ...)")
         n = a.n or sum(node["slots"] for node in info["nodes"])
-        res = run(n, cmd, timeout=a.timeout, extra=launch_options(info), env=job_env(info))
+        res = run(n, cmd, timeout=a.timeout, extra=launch_options(info), env=job_env(info),
+                  reraise=False)
         _say_how_it_ended("pyfw-cluster run", res, a.timeout)
         return res.returncode
     envdir = _shim_dir(a.prefix, info)   # job
@@ -277,7 +278,7 @@ def _run_job(script: str, timeout: float, env: dict) -> int:
     """Run a batch script under ``env`` as one job (see :func:`pyfw.launch.supervise`): a
     timeout or a stop signal ends the script, its mpiexec and every rank."""
     from ..launch import supervise
-    res = supervise(["bash", script], env, timeout=timeout, watch_stderr=False)
+    res = supervise(["bash", script], env, timeout=timeout, watch_stderr=False, reraise=False)
     _say_how_it_ended("pyfw-cluster job", res, timeout)
     return res.returncode
 
