@@ -37,10 +37,15 @@ def test_progress_line_and_eta():
     p.update(50)
     line = p.line(p.t0 + 10.0)
     assert "50/200" in line and "25.0%" in line and "5 tasks/s" in line and "ETA 0:30" in line
-    q = Progress("stream", None, enabled=True, stream=io.StringIO())
+    q = Progress("stream", None, enabled=True, stream=_Terminal())   # no total: a count
     q.update(3)
     q.close()
     assert "3 tasks" in q.stream.getvalue()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
 
 
 def test_summary_table_lists_every_worker():

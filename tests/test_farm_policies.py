@@ -5,7 +5,7 @@ import random
 import pytest
 
 from pyfw.errors import ConfigurationError
-from pyfw.farm.rounds import _Done
+from pyfw.farm.rounds import DoneIds
 from pyfw.farm.policies import POLICIES, Pipeline, WorkerStats, make_policy
 
 
@@ -151,7 +151,7 @@ def test_pipeline_doubles_while_it_pays_and_reverts_the_first_that_does_not():
 
 
 def test_done_tracker():
-    d = _Done()
+    d = DoneIds()
     order = list(range(1000))
     random.Random(1).shuffle(order)
     for i in order[:500]:
@@ -163,7 +163,7 @@ def test_done_tracker():
 
 
 def test_done_tracker_ranges_and_overlaps():
-    d = _Done()
+    d = DoneIds()
     d.add_range(10, 20)
     d.add_range(30, 40)
     assert 15 in d and 25 not in d and 5 not in d

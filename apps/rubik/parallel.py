@@ -199,7 +199,7 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     :class:`Heuristic` if already loaded. With ``record_subtrees`` each iteration keeps the
     per-subtree node counts (``result.subtrees[bound]``). ``policy``, ``chunksize``
     (default 1 in serial order without a ``policy``, else the policy's), ``tail_duplication``: passed to each
-    round (:meth:`pyfw.farm.Farm.round`); by default tail copies are off when the farm has
+    round (:meth:`pyfw.farm.Farm.open`); by default tail copies are off when the farm has
     more ranks than this node has cores.
     ``local_nodes``: an iteration predicted (previous one x 13.35) to generate fewer nodes
     is searched by the master itself, as the serial solver does (so is the first one,
@@ -313,8 +313,8 @@ class _Search:
                 tasks = [SubtreeTask(self.cube, p, bound, name, cache_dir, max_depth,
                                      self.all_solutions, self.budget, inverse) for p in leaves]
                 ntasks = len(tasks)
-                rnd = self.farm.round(tasks, name=f"rubik-bound-{bound}",
-                                      **self.round_options) if tasks else ()
+                rnd = self.farm.open(tasks, name=f"rubik-bound-{bound}",
+                                     **self.round_options) if tasks else ()
                 results = (done.result for done in rnd)
         found, counts, g, e = self._collect(results, local, rnd)
         return self._finish(t1, bound, gen + g, exp + e, found, counts, ntasks, local)

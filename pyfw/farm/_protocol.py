@@ -35,7 +35,8 @@ None, and the rank that raised when it is not the sender's: a node worker behind
 sub-master).
 
 Messages are built and read only through the functions and named tuples below: the
-runtimes never index a message by position.
+runtimes never index a message by position, and never pass a tuple literal to a send
+(``tests/test_farm_protocol.py`` checks the source).
 """
 import os
 import pickle
@@ -91,8 +92,8 @@ class Stats(NamedTuple):
     t_done: float
 
 
-class Done(NamedTuple):
-    """worker -> master, tag DONE."""
+class Reply(NamedTuple):
+    """worker -> master, tag DONE: a chunk's results (or part of them)."""
     cid: int
     rid: int
     ids: Any
@@ -102,7 +103,7 @@ class Done(NamedTuple):
     status: str
 
 
-def pack_done(cid, rid, ids, values, errors, stats, status) -> tuple:
+def pack_done(cid, rid, ids, values, errors, stats: Stats | None, status) -> tuple:
     """A DONE message for the wire (plain tuples, stats included: the cheapest to pickle)."""
     return (cid, rid, ids, values, errors, None if stats is None else tuple(stats), status)
 
@@ -112,9 +113,9 @@ def pack_work(cid, rid, ids, payload) -> tuple:
     return (cid, rid, ids, payload)
 
 
-def read_done(msg) -> Done:
+def read_done(msg) -> Reply:
     """A DONE message as named fields (the wire keeps the plain tuple)."""
-    return Done._make(msg)
+    return Reply._make(msg)
 
 
 def read_work(msg) -> Work:

@@ -17,18 +17,17 @@ import itertools
 import math
 import pickle
 import time
-from collections import deque
 
 from ..comm import Backoff, Comm
-from ..errors import FarmBroken, PeerFailure, TaskQuarantined, TaskSerializationError
+from ..errors import PeerFailure, TaskSerializationError
 from . import _protocol as P
+from .core import EngineCore, WorkerRecord, summary_row
 from .recovery import Recovery
-from .rounds import Chunk, RoundState, make_task_error
-from .serial import SerialEngine
-from .policies import Pipeline, Policy, WorkerStats
+from .rounds import Chunk, RoundState
+from .policies import Pipeline, Policy
 from .task import Task
 
-__all__ = ["Engine", "SerialEngine", "RoundState", "make_task_error"]   # (re-exported)
+__all__ = ["Engine"]
 
 # An idle turn (poll, dispatch, sleep) costs the master ~60 us of CPU: at the backoff's
 # 1 ms cap that was 5-10 % of a core taken from the workers it shares cores with. While
@@ -38,74 +37,38 @@ IDLE_SLEEP_MIN = 1e-3
 IDLE_SLEEP_MAX = 1e-2
 
 
-class _Worker:
-    __slots__ = ("rank", "host", "pid", "alive", "inflight", "stats", "hello")
-
-    def __init__(self, rank):
-        self.rank = rank
-        self.host, self.pid = "?", None
-        self.alive = True
-        self.hello = False
-        self.inflight: deque[Chunk] = deque()
-        self.stats = WorkerStats(rank)
-
-
-class Engine(Recovery):
+class Engine(EngineCore):
     """Master side of the farm over ``comm`` (ranks other than ``master`` are workers)."""
 
     def __init__(self, comm: Comm, master: int = 0, pipeline: Pipeline | None = None,
                  task_timeout: float | None = None, max_attempts: int = 3, retries: int = 0,
                  tail_duplication: bool = True, workers=None):
-        self.comm, self.master = comm, master
+        super().__init__(master, retries, pipeline or Pipeline())
+        self.comm = comm
         ranks = range(comm.size) if workers is None else workers   # two-level: see hierarchy
-        self.workers = {r: _Worker(r) for r in ranks if r != master}
+        self.workers = {r: WorkerRecord(r) for r in ranks if r != master}
         self.substats: dict[int, tuple] = {}  # sub-master -> (its node's rows, its own work)
-        self.pipeline = pipeline or Pipeline()
-        self.task_timeout = task_timeout
-        self.max_attempts = max(1, int(max_attempts))
-        self.retries = max(0, int(retries))
         self.tail_duplication = tail_duplication
-        self.rounds: dict[int, RoundState] = {}
-        self._rid = itertools.count()
         self._cid = itertools.count()
-        self.chunks: dict[int, Chunk] = {}
         self.backoff = Backoff()
-        self.broken: BaseException | None = None
-        self.setup_error = None
-        self.quarantined: list[TaskQuarantined] = []
-        self.duplicates = 0
-        self.completed = 0   # distinct tasks whose result (or final error) came back this run
-        self.started = time.perf_counter()
-        self.idle_master = 0.0
-        self.failures = 0     # failed attempts: a task raised, or was lost with its worker
-        self.observer = None  # called with the engine after every step (a dashboard's Ticker)
+        self.recovery = Recovery(self, self._send, max_attempts, task_timeout,
+                                 comm.cancel_sends_to)
         for r in self.workers:
             self._post(P.ctrl("ping", time.perf_counter()), r)
 
     # ---------------------------------------------------------------- public
-    def alive_workers(self) -> list[_Worker]:
-        """The workers not known to have failed."""
-        return [w for w in self.workers.values() if w.alive]
-
     def start_round(self, source, fn=None, star=False, total=None, policy: Policy = None,
                     name=None, window=None, skip=None) -> RoundState:
         """Open a round over ``source`` (tasks or items for ``fn``); returns its state."""
-        self._check_broken()
-        rid = next(self._rid)
-        rnd = RoundState(rid, source, fn, star, total, policy, name or f"round-{rid}",
-                         window, skip)
+        first = not self.rounds
+        rnd = super().start_round(source, fn, star, total, policy, name, window, skip)
         policy.start(total, max(1, len(self.alive_workers())))
-        if not self.rounds:
+        if first:
             # task durations differ from round to round (IDA* iterations grow ~13x): measure
             # anew; relative worker speeds (the AWF weights) carry over
             for w in self.workers.values():
                 w.stats.mean_recent = None
-        self.rounds[rid] = rnd
         return rnd
-
-    def end_round(self, rnd: RoundState) -> None:
-        """Forget a finished round."""
-        self.rounds.pop(rnd.rid, None)
 
     def cancel_round(self, rnd: RoundState, wait: bool = True, timeout: float = 30.0) -> None:
         """Drop pending tasks and stop running ones; with ``wait``, until workers are idle."""
@@ -124,10 +87,9 @@ class Engine(Recovery):
     def step(self, wait: bool = True) -> bool:
         """One turn of the dispatch loop; returns True if anything happened. An idle turn
         sleeps the backoff unless ``wait`` is False (a caller with work of its own)."""
-        self._check_broken()
+        self.check_broken()
         progressed = self._drain()
-        if self.task_timeout is not None:
-            self._check_timeouts()
+        self.recovery.check_timeouts()
         if self._dispatch():
             progressed = True
         if progressed:
@@ -137,7 +99,7 @@ class Engine(Recovery):
             try:
                 self.comm.progress()
             except PeerFailure as exc:
-                self._lost(exc.ranks)
+                self.recovery.lost(exc.ranks)
             if wait:
                 t0 = time.perf_counter()
                 self._cap_idle_sleep(t0)
@@ -168,12 +130,13 @@ class Engine(Recovery):
         backoff.tmax = cap
         backoff.delay = min(backoff.delay, cap)
 
-    def shutdown(self, reason: str | None = None) -> None:
-        """Tell every live worker to leave its serve loop (``reason``: the master's error)."""
+    def shutdown(self, reason: str | None = None, also=()) -> None:
+        """Tell every live worker to leave its serve loop (``reason``: the master's error),
+        and the ranks ``also`` (workers the engine has not heard from yet)."""
         failed = sorted(self.comm.failed)
-        for w in self.alive_workers():
+        for rank in [w.rank for w in self.alive_workers()] + list(also):
             try:
-                self.comm.isend(P.ctrl("stop", reason, failed), w.rank, P.CTRL)
+                self.comm.isend(P.ctrl("stop", reason, failed), rank, P.CTRL)
             except PeerFailure:
                 pass
         try:
@@ -187,7 +150,7 @@ class Engine(Recovery):
         try:
             self.comm.isend(msg, rank, P.CTRL)
         except PeerFailure as exc:
-            self._lost(exc.ranks)
+            self.recovery.lost(exc.ranks)
 
     def _drain(self) -> bool:
         comm = self.comm
@@ -196,7 +159,7 @@ class Engine(Recovery):
             try:
                 got = comm.poll()
             except PeerFailure as exc:
-                self._lost(exc.ranks)
+                self.recovery.lost(exc.ranks)
                 progressed = True
                 continue
             if got is None:
@@ -212,16 +175,15 @@ class Engine(Recovery):
         kind, a = P.read_ctrl(msg)
         w = self.workers.get(src)
         if w is None:
-            return
+            if kind != "hello" or src in self.comm.failed:
+                return
+            # a node worker whose sub-master died serves the master directly from now on
+            w = self.workers[src] = WorkerRecord(src)
         if kind == "hello":
             w.host, w.pid, setup_error = a["host"], a["pid"], a["setup_error"]
             w.hello = True
-            if setup_error is not None and self.setup_error is None:
-                self.setup_error = make_task_error("setup", src, setup_error)
-                self.broken = FarmBroken(
-                    f"the worker setup function failed on rank {src} ({w.host}): "
-                    f"{self.setup_error.exc_type}: {self.setup_error.message}")
-                self.broken.__cause__ = self.setup_error
+            if setup_error is not None:
+                self.fail_setup(src, setup_error)
         elif kind == "pong":
             self.pipeline.observe_rtt(time.perf_counter() - a["t"])
         elif kind == "substats":
@@ -258,48 +220,24 @@ class Engine(Recovery):
         rnd = self.rounds.get(rid)
         if rnd is None or rnd.cancelled:
             return
+        errs = None
         if errors:
-            ids, values, errs = self._sort_errors(rnd, chunk, src, ids, values, errors)
-        else:
-            errs = None
+            ids, values, errs = self.settle_failures(
+                rnd, ids, values, dict(errors), src,
+                None if chunk is None else chunk.items_of(ids),
+                {} if chunk is None else chunk.tries or {})
         if ids:
-            before = rnd.ndone
-            rnd.deliver(ids, values, errs, src)
-            self.completed += rnd.ndone - before
+            self.deliver(rnd, ids, values, errs, src)
         if chunk is None or status == P.PARTIAL:
             return
         twin = chunk.twin
         if twin is not None and status == P.OK and twin.cid in self.chunks:
             self._post(P.ctrl("skip", [twin.cid]), twin.rank)
         if status != P.OK:
-            self._reconcile(chunk)
-
-    def _sort_errors(self, rnd, chunk, src, ids, values, errors):
-        """Split failed tasks into retries (requeued) and errors to report. A failure from
-        a copy of an attempt that was already counted (a duplicate chunk) is dropped."""
-        failed = dict(errors)
-        out_ids, out_vals, errs = [], [], {}
-        for pos, tid in enumerate(ids):
-            info = failed.get(pos)
-            if info is not None:
-                counted = rnd.attempts.get(tid, 0)
-                sent_at = chunk.tries.get(tid, 0) if chunk is not None and chunk.tries else 0
-                if counted > sent_at:
-                    continue  # this attempt's failure was counted when its twin reported
-                tries = counted + 1
-                rnd.attempts[tid] = tries
-                self.failures += 1
-                if tries <= self.retries and chunk is not None:
-                    rnd.retry.append((tid, chunk.items[pos]))
-                    continue
-                errs[len(out_ids)] = make_task_error(tid, src, info, tries)
-            out_ids.append(tid)
-            out_vals.append(values[pos])
-        return out_ids, out_vals, errs or None
-
+            self.recovery.reconcile(chunk)
 
     # ---------------------------------------------------------------- dispatch
-    def _outstanding(self, w: _Worker, now: float) -> float:
+    def _outstanding(self, w: WorkerRecord, now: float) -> float:
         mean = w.stats.mean_recent
         if mean is None or not w.inflight:
             return 0.0
@@ -315,7 +253,7 @@ class Engine(Recovery):
         workers = sorted(self.alive_workers(), key=lambda w: len(w.inflight))
         if not active:
             if self.tail_duplication and any(not w.inflight for w in workers):
-                sent = self._duplicate_tail(workers, now)
+                sent = self.recovery.duplicate_tail(workers, now)
             return sent
         stats = [w.stats for w in workers]
         for w in workers:
@@ -347,7 +285,7 @@ class Engine(Recovery):
                 sent = True
         return sent
 
-    def _send(self, w: _Worker, rnd: RoundState, ids, items, now) -> Chunk | None:
+    def _send(self, w: WorkerRecord, rnd: RoundState, ids, items, now) -> Chunk | None:
         cid = next(self._cid)
         if not isinstance(ids, range) and ids[-1] - ids[0] == len(ids) - 1:
             ids = range(ids[0], ids[-1] + 1)  # consecutive after all: send it compactly
@@ -368,7 +306,7 @@ class Engine(Recovery):
             self.comm.isend_bytes(data, w.rank, P.WORK)
         except PeerFailure as exc:
             rnd.retry.extendleft(reversed(list(zip(ids, items))))
-            self._lost(exc.ranks)
+            self.recovery.lost(exc.ranks)
             return None
         if not w.inflight:
             chunk.t_head = now
@@ -401,15 +339,7 @@ class Engine(Recovery):
         traffic = self.comm.traffic()
         out = []
         for r, w in sorted(self.workers.items()):
-            s = w.stats
-            out.append({"rank": r, "host": w.host, "alive": w.alive, "tasks": s.tasks,
-                        "chunks": s.chunks, "busy_s": round(s.busy, 6),
-                        "idle_s": round(s.idle, 6),
-                        "mean_task_s": None if s.mean is None else round(s.mean, 9),
-                        "bytes_to": traffic["sent_bytes"][r],
-                        "bytes_from": traffic["recv_bytes"][r],
-                        "msgs_to": traffic["sent_msgs"][r],
-                        "msgs_from": traffic["recv_msgs"][r]})
+            out.append(summary_row(w, traffic))
             if r in self.substats:   # a sub-master: its node's workers follow it
                 rows, own = self.substats[r]
                 out[-1].update(role="submaster", computed_tasks=own["tasks"],

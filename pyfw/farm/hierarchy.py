@@ -36,13 +36,13 @@ import time
 from mpi4py import MPI
 
 from ..comm import Backoff, Comm
-from ..errors import ConfigurationError, FarmBroken, TaskError
+from ..errors import ConfigurationError, FarmBroken
 from . import _protocol as P
 from .engine import Engine
-from .rounds import make_task_error
 from .policies import make_policy
 from ._protocol import error_info
-from .worker import _Worker, serve
+from .task import run_items
+from .worker import Stopped, WorkerLoop, serve
 
 __all__ = ["HIERARCHIES", "layout", "Layout", "SubMaster", "AUTO_MIN_WORKERS"]
 
@@ -126,19 +126,6 @@ def layout(comm: Comm, master: int, hierarchy: str):
     return mode, lay, node
 
 
-def _info_of(err: TaskError, world_rank: int) -> P.ErrorInfo:
-    """A TaskError of the node's engine back into the wire's error_info (real rank kept)."""
-    blob = None
-    if err.exception is not None:
-        try:
-            blob = pickle.dumps(err.exception, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:
-            blob = None
-    cause = err.__cause__
-    return P.ErrorInfo(err.exc_type, err.message, str(cause) if cause is not None else "",
-                       err.host, blob, world_rank)
-
-
 class _Forward:
     """One chunk of the master's, running as a round of the node's engine."""
 
@@ -152,7 +139,7 @@ class _Forward:
         self.sent = 0
 
 
-class SubMaster(_Worker):
+class SubMaster(WorkerLoop):
     """A node's sub-master: a worker to the master over ``top``, a master to its node."""
 
     STATS_EVERY = 0.5
@@ -187,7 +174,7 @@ class SubMaster(_Worker):
                 ids = list(ids)
                 self.reply(cid, rid, ids, [None] * len(ids),
                            [(p, info) for p in range(len(ids))],
-                           (0, 0.0, 0.0, 0.0, 0.0, t_got, time.perf_counter()), P.OK)
+                           P.Stats(0, 0.0, 0.0, 0.0, 0.0, t_got, time.perf_counter()), P.OK)
                 continue
             func, star = fn if fn is not None else (None, False)
             rnd = self.engine.start_round(items, fn=func, star=star, total=len(items),
@@ -205,7 +192,8 @@ class SubMaster(_Worker):
             world = self.world_of[rank] if 0 <= rank < len(self.world_of) else self.comm.rank
             for k, (pos, value) in enumerate(zip(ids, values)):
                 err = errs.get(k) if errs else None
-                f.pending.append((pos, value, None if err is None else _info_of(err, world)))
+                f.pending.append((pos, value, None if err is None else
+                                  err.info._replace(rank=world)))
 
     def _send(self, f: _Forward, status: str, now: float) -> None:
         batch, f.pending = f.pending, []
@@ -217,7 +205,8 @@ class SubMaster(_Worker):
         values = [v for _, v, _ in batch]
         errors = [(k, info) for k, (_, _, info) in enumerate(batch) if info is not None]
         busy = now - f.t_part
-        stats = (len(batch), busy, busy * busy / max(1, len(batch)), busy, 0.0, f.t_got, now)
+        stats = P.Stats(len(batch), busy, busy * busy / max(1, len(batch)), busy, 0.0, f.t_got,
+                        now)
         f.t_part = now
         f.sent += len(batch)
         self.reply(f.cid, f.rid, ids, values, errors, stats if batch else None, status)
@@ -265,7 +254,8 @@ class SubMaster(_Worker):
         if err is not None:
             self.forwards.clear()
             self.comm.isend(P.ctrl("hello", self.comm.host, os.getpid(),
-                                   _info_of(err, self.world_of[err.rank])), self.master, P.CTRL)
+                                   err.info._replace(rank=self.world_of[err.rank])),
+                            self.master, P.CTRL)
             self.comm.flush(timeout=5.0, raise_on_timeout=False)
             while not self.stopping:
                 self.drain()
@@ -284,31 +274,30 @@ class SubMaster(_Worker):
             ids, items = rnd.take(self.local_k)
             if not len(ids):
                 continue
-            fn, star = rnd.fn, rnd.star
-            ctx = self.ctx
-            values, errs = [], {}
+            values, failures = [], []
             t0 = time.perf_counter()
-            for pos, item in enumerate(items):
-                try:
-                    values.append(item.run(ctx) if fn is None else
-                                  fn(*item) if star else fn(item))
-                except Exception as exc:
-                    values.append(None)
-                    errs[pos] = make_task_error(ids[pos], 0, error_info(
-                        exc, self.comm.rank, self.comm.size, self.comm.host))
+            run_items(items, rnd.fn, rnd.star, self.ctx, values, failures)
             dt = time.perf_counter() - t0
+            comm = self.comm
+            failed = {pos: error_info(exc, comm.rank, comm.size, comm.host)
+                      for pos, exc in failures}
             self.local_tasks += len(ids)
             self.local_busy += dt
             per = dt / len(ids)
             self.local_k = max(1, min(4096, int(LOCAL_CHUNK_S / per) if per > 0 else 4096))
-            rnd.deliver(ids, values, errs or None, 0)
+            errs = None
+            if failed:
+                ids, values, errs = self.engine.settle_failures(rnd, ids, values, failed, 0,
+                                                                items)
+            self.engine.deliver(rnd, ids, values, errs, 0)
             return True
         return False
 
     def close(self) -> None:
         """Leaving the serve loop: the node's workers are told to stop too."""
         try:
-            self.engine.shutdown(self.stop_reason)   # the node's workers leave too
+            stopped = self.stopped
+            self.engine.shutdown(None if stopped is None else stopped.detail)
         except Exception:
             pass
 
@@ -347,7 +336,7 @@ class SubMaster(_Worker):
 
 
 def serve_submaster(top: Comm, master: int, node: Comm, world_of: list[int], setup=None,
-                    setup_args=(), **engine_kwargs) -> str | None:
+                    setup_args=(), **engine_kwargs) -> Stopped:
     """Serve the master as a node's sub-master until it says stop (see :class:`SubMaster`);
     it runs the workers' ``setup`` too, since it computes between scheduling turns."""
     sub = SubMaster(top, master, node, world_of, **engine_kwargs)

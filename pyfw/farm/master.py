@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import json
+import operator
 import sys
 import time
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .. import observe
 from ..comm import Comm, bound_finalize
@@ -13,14 +14,15 @@ from .engine import Engine
 from .rounds import RoundState
 from .serial import SerialEngine
 from .journal import Journal
+from .ordering import DEFAULT_WINDOW, InOrder, with_errors
 from .policies import Pipeline, make_policy
 from .progress import Progress, format_summary
 from .snapshot import farm_snapshot
 from .task import Batch, Done, Task
 from .hierarchy import HIERARCHIES, layout, serve_submaster
-from .worker import serve
+from .worker import Stop, Stopped, WorkerLoop, serve
 
-__all__ = ["Farm", "Round", "Batch", "InOrder"]
+__all__ = ["Farm", "Round", "Batch"]
 
 _ON_ERROR = ("raise", "collect")
 
@@ -134,11 +136,14 @@ class Farm:
     # ---------------------------------------------------------------- lifetime
     def __enter__(self) -> "Farm":
         if not self.is_master:
-            reason = self._serve()
+            stopped = self._serve()
             self._closed = True
-            if reason is not None:
+            if stopped.why is Stop.MASTER_FAILED:
                 raise FarmBroken(f"rank {self.rank}: the farm stopped because the master "
-                                 f"failed: {reason}")
+                                 f"failed ({stopped.detail})")
+            if stopped.why is Stop.MASTER_ERROR:
+                raise FarmBroken(f"rank {self.rank}: the farm stopped because the master's "
+                                 f"program raised: {stopped.detail}")
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -148,29 +153,36 @@ class Farm:
                 reason = f"{exc_type.__name__}: {exc}"
             self.close(reason)
 
-    def _serve(self) -> str | None:
+    def _serve(self) -> Stopped:
         """A worker's part: serve the master, a node's sub-master, or serve as one."""
         role = "worker" if self._layout is None else self._layout.role(self.rank)
         if role == "worker":
             return serve(self.comm, self.master, self._setup, self._setup_args)
         node = self._node
         try:
-            if role == "node-worker":
-                reason = serve(node, 0, self._setup, self._setup_args)
-                if reason == "the master rank failed":   # the sub-master: the master goes on
-                    bound_finalize()
-                    return None
-                return reason
-            world_of = self._node_ranks()
-            return serve_submaster(self.comm, self.master, node, world_of, self._setup,
-                                   self._setup_args, **self._engine_options)
+            if role == "submaster":
+                return serve_submaster(self.comm, self.master, node, self._node_ranks(),
+                                       self._setup, self._setup_args, **self._engine_options)
+            loop = WorkerLoop(node, 0)
+            stopped = serve(node, 0, self._setup, self._setup_args, worker=loop)
         finally:
             node.free()
+        if stopped.why is not Stop.MASTER_FAILED:
+            return stopped
+        # the sub-master died, the master goes on: serve it directly from now on, with the
+        # state the setup loaded (the master re-runs the sub-master's lost chunks)
+        loop.ctx.rank, loop.ctx.size = self.rank, self.size
+        return serve(self.comm, self.master, ctx=loop.ctx)
 
     def _node_ranks(self) -> list[int]:
         """Farm rank of every rank of this node's communicator (node ranks follow them)."""
         lay = self._layout
         return lay.members[lay.node_of[self.rank]]
+
+    @property
+    def closed(self) -> bool:
+        """True once the farm has been closed (its workers released)."""
+        return self._closed
 
     def close(self, reason: str | None = None) -> None:
         """Release the workers (they leave their ``with`` block). Idempotent."""
@@ -178,7 +190,7 @@ class Farm:
             return
         self._closed = True
         try:
-            self.engine.shutdown(reason)
+            self.engine.shutdown(reason, self._orphans())
         finally:
             if self._ticker is not None:
                 self._ticker.close(self.engine)
@@ -186,6 +198,17 @@ class Farm:
                 self.journal.close()
             if self._summary:
                 print(format_summary(self.stats()), file=sys.stderr, flush=True)
+
+    def _orphans(self) -> list[int]:
+        """Node workers whose sub-master died and who have not (yet) come to serve the
+        master: told to stop too, so one that comes late finds the stop waiting."""
+        lay, engine = self._layout, self.engine
+        if lay is None:
+            return []
+        dead = {lay.node_of[w.rank] for w in engine.workers.values()
+                if not w.alive and lay.role(w.rank) == "submaster"}
+        return [r for node in sorted(dead) for r in lay.members[node][1:]
+                if r not in engine.workers]
 
     @property
     def num_workers(self) -> int:
@@ -197,17 +220,6 @@ class Farm:
         return len(self.engine.alive_workers())
 
     # ---------------------------------------------------------------- work
-    def round(self, tasks_or_fn, *iterables, name: str | None = None, policy=None,
-              chunksize: int | None = None, tail_duplication: bool | None = None) -> "Round":
-        """Start one wave of tasks; iterate the returned :class:`Round` for :class:`Done`
-        items in completion order, or call ``cancel()`` to stop it.
-
-        ``tail_duplication=False`` keeps idle workers from running copies of this round's
-        last chunks (useful when ranks outnumber cores, so copies would compete for them).
-        """
-        return self.open(tasks_or_fn, *iterables, name=name, policy=policy,
-                         chunksize=chunksize, tail_duplication=tail_duplication)
-
     def open(self, tasks_or_fn, *iterables, star: bool = False, total: int | None = None,
              name: str | None = None, policy=None, chunksize: int | None = None,
              window: int | None = None, tail_duplication: bool | None = None,
@@ -224,19 +236,26 @@ class Farm:
         it keeps open itself, with task times the farm cannot predict (a worker that
         finishes early would otherwise wait a round trip for its next task).
         """
-        state = self._start(tasks_or_fn, iterables, name, policy, chunksize, window, star)
-        if total is not None and state.total is None:
-            state.total = total
+        state = self._start(tasks_or_fn, iterables, name, policy, chunksize, window, star,
+                            total)
         if tail_duplication is not None:
             state.tail_duplication = tail_duplication
         state.eager = bool(eager)
-        return Round(self, state)
+        return Round(state, self.engine, journal=self.journal, on_error=self.on_error,
+                     progress=self._progress_flag, is_closed=lambda: self._closed,
+                     on_end=self._round_ended)
+
+    def _round_ended(self) -> None:
+        if self._ticker is not None:
+            self._ticker.flush(self.engine)
+        if self.journal is not None:
+            self.journal.flush()
 
     @property
     def in_flight(self) -> int:
         """Chunks handed out and not yet answered (cancelled rounds' included); 0 off the
         master."""
-        return len(getattr(self.engine, "chunks", ())) if self.is_master else 0
+        return len(self.engine.chunks) if self.is_master else 0
 
     def step(self) -> bool:
         """One turn of the dispatch loop: take in arrived results, hand out work (sleeping a
@@ -247,27 +266,34 @@ class Farm:
 
     def map(self, tasks_or_fn, *iterables, unordered: bool = False,
             chunksize: int | None = None, name: str | None = None, policy=None,
-            window: int | None = None) -> Iterator:
+            window: int | None = None, total: int | None = None) -> Iterator:
         """Run tasks and yield their results.
 
         ``map(tasks)`` runs Task objects; ``map(fn, xs[, ys...])`` applies a picklable function
         (several iterables are zipped, as in the builtin ``map``). Results come in task order;
         with ``unordered=True`` they come as ``(index, result)`` pairs as soon as they arrive.
         In ordered mode at most ``window`` results (default 65536) wait for an earlier one,
-        which bounds the master's memory on huge or lazy task streams.
+        which bounds the master's memory on huge or lazy task streams. ``total``: the number
+        of tasks when the source has no ``len`` (a generator), for the progress line, the
+        dashboard's "left" and ETA, and the first chunk sizes (``operator.length_hint`` is
+        asked otherwise).
         """
-        return self._map(tasks_or_fn, iterables, unordered, chunksize, name, policy, window)
+        return self._map(tasks_or_fn, iterables, unordered, chunksize, name, policy, window,
+                         total=total)
 
     def starmap(self, fn, iterable, *, unordered: bool = False, chunksize: int | None = None,
-                name: str | None = None, policy=None, window: int | None = None) -> Iterator:
+                name: str | None = None, policy=None, window: int | None = None,
+                total: int | None = None) -> Iterator:
         """``fn(*args)`` for each ``args`` tuple of ``iterable`` (options as in :meth:`map`)."""
-        return self._map(fn, (iterable,), unordered, chunksize, name, policy, window, star=True)
+        return self._map(fn, (iterable,), unordered, chunksize, name, policy, window,
+                         star=True, total=total)
 
     def _map(self, tasks_or_fn, iterables, unordered, chunksize, name, policy, window,
-             star=False) -> Iterator:
+             star=False, total=None) -> Iterator:
         self._require_master("map")
-        window = None if unordered else (window or 65536)
-        rnd = self._start(tasks_or_fn, iterables, name, policy, chunksize, window, star)
+        window = None if unordered else (window or DEFAULT_WINDOW)
+        rnd = self.open(tasks_or_fn, *iterables, star=star, total=total, name=name,
+                        policy=policy, chunksize=chunksize, window=window)
         return self._unordered(rnd) if unordered else self._ordered(rnd)
 
     def cancel_pending(self) -> None:
@@ -315,7 +341,7 @@ class Farm:
             raise FarmBroken("the farm is closed")
 
     def _start(self, tasks_or_fn, iterables, name, policy, chunksize, window,
-               star=False) -> RoundState:
+               star=False, total=None) -> RoundState:
         self._require_master("round")
         if iterables:
             fn = tasks_or_fn
@@ -326,16 +352,16 @@ class Farm:
                 source = iterables[0]
             else:
                 source, star = zip(*iterables), True
-            lens = [len(it) for it in iterables if hasattr(it, "__len__")]
-            total = min(lens) if len(lens) == len(iterables) else None
+            if total is None:
+                hints = [operator.length_hint(it, -1) for it in iterables]
+                total = min(hints) if hints and min(hints) >= 0 else None
         else:
             fn = None
             if callable(tasks_or_fn) and not isinstance(tasks_or_fn, Task):
                 raise TypeError("map(fn) needs the items too: farm.map(fn, items)")
-            try:
-                total = len(tasks_or_fn)
-            except TypeError:
-                total = None
+            if total is None:
+                hint = operator.length_hint(tasks_or_fn, -1)
+                total = hint if hint >= 0 else None
             source = _checked_tasks(tasks_or_fn)
         pol = make_policy(policy if policy is not None else self.policy, chunksize)
         rname = name
@@ -345,83 +371,33 @@ class Farm:
             skip = self.journal.completed(rname)
         return self.engine.start_round(source, fn, star, total, pol, rname, window, skip)
 
-    def _records(self, rnd: RoundState):
-        """Result records of ``rnd`` as they arrive; cancels the round if abandoned."""
-        engine = self.engine
-        progress = Progress(rnd.name, rnd.total, self._progress_flag)
-        journal = self.journal
-        try:
-            while True:
-                outputs = rnd.outputs
-                while outputs:
-                    rec = outputs.popleft()
-                    if journal is not None:
-                        journal.record(rnd.name, rec)
-                    progress.update(len(rec[0]))
-                    if rec[2] and self.on_error == "raise":
-                        pos = min(rec[2])
-                        raise rec[2][pos]
-                    yield rec
-                if rnd.finished:
-                    break
-                engine.step()
-        finally:
-            progress.close()
-            if not rnd.finished and not rnd.cancelled:
-                engine.cancel_round(rnd)
-            engine.end_round(rnd)
-            if self._ticker is not None:
-                self._ticker.flush(engine)
-            if journal is not None:
-                journal.flush()
-
-    def _ordered(self, rnd: RoundState):
+    def _ordered(self, rnd: "Round"):
         order = InOrder()
-        for ids, values, errors, _ in self._records(rnd):
-            if errors:
-                values = list(values)
-                for pos, err in errors.items():
-                    values[pos] = err
-            yield from order.feed(ids, values)
-            rnd.window_base = order.next
+        for ids, values, errors, _ in rnd.records():
+            yield from order.feed(ids, with_errors(values, errors))
+            rnd.release(order.next)
 
-    def _unordered(self, rnd: RoundState):
-        for ids, values, errors, _ in self._records(rnd):
-            if errors:
-                values = list(values)
-                for pos, err in errors.items():
-                    values[pos] = err
-            yield from zip(ids, values)
-
-
-class InOrder:
-    """Turns result records that arrive in any order into values in task order."""
-
-    def __init__(self):
-        self.pending: dict[int, Any] = {}
-        self.next = 0   # the id of the next value to hand out
-
-    def feed(self, ids, values) -> Iterator:
-        """Values that can be handed out now that ``ids``/``values`` have arrived."""
-        nxt = self.next
-        if ids[0] == nxt and not self.pending and ids[-1] - nxt == len(ids) - 1:
-            self.next = nxt + len(values)
-            yield from values  # the usual case: the next consecutive block
-            return
-        pending = self.pending
-        pending.update(zip(ids, values))
-        while nxt in pending:
-            self.next = nxt + 1
-            yield pending.pop(nxt)
-            nxt += 1
+    def _unordered(self, rnd: "Round"):
+        for ids, values, errors, _ in rnd.records():
+            yield from zip(ids, with_errors(values, errors))
 
 
 class Round:
-    """One wave of tasks in flight. Iterate it for :class:`Done` items (completion order)."""
+    """One wave of tasks in flight. Iterate it for :class:`Done` items (completion order).
 
-    def __init__(self, farm: Farm, state: RoundState):
-        self.farm, self.state = farm, state
-        self._records = farm._records(state)
+    Made by :meth:`Farm.open` with what it works with: the round's ``state``, the ``engine``
+    that runs it, the farm's ``journal`` (every result is recorded there once, when it is
+    taken from the round), ``on_error``, the ``progress`` flag, ``is_closed`` (the farm has
+    released its workers) and ``on_end`` (called once the round is over).
+    """
+
+    def __init__(self, state: RoundState, engine, *, journal=None, on_error: str = "raise",
+                 progress: bool | None = None, is_closed: Callable[[], bool] = lambda: False,
+                 on_end: Callable[[], None] | None = None):
+        self.state, self.engine, self.journal = state, engine, journal
+        self.on_error, self.progress = on_error, progress
+        self._is_closed, self._on_end = is_closed, on_end
+        self._iter = None
 
     @property
     def name(self) -> str:
@@ -433,8 +409,19 @@ class Round:
         """True once :meth:`cancel` was called or the round was cancelled by an error."""
         return self.state.cancelled
 
+    def records(self) -> Iterator[tuple]:
+        """Result records ``(ids, values, errors, rank)`` as they arrive, driving the engine
+        until the round is finished; with ``on_error="raise"`` the first task error is
+        raised here. Leaving early cancels the round. One iterator per round."""
+        if self._iter is None:
+            # the iterator holds no reference to this Round: when the Round is dropped,
+            # the iterator goes with it at once and its clean-up runs (no cycle for the GC)
+            self._iter = _drive(self.state, self.engine, self.journal, self.on_error,
+                                self.progress, self._on_end)
+        return self._iter
+
     def __iter__(self) -> Iterator[Done]:
-        for ids, values, errors, rank in self._records:
+        for ids, values, errors, rank in self.records():
             if errors is None:
                 for tid, v in zip(ids, values):
                     yield Done(tid, v, None, rank)
@@ -452,8 +439,8 @@ class Round:
 
     def cancel(self, wait: bool = True) -> None:
         """Cancel pending and running tasks; with ``wait``, return once workers are idle."""
-        self.farm.engine.cancel_round(self.state, wait=wait)
-        self._records.close()
+        self.engine.cancel_round(self.state, wait=wait)
+        self.records().close()
 
     # ------------------------------------------- non-blocking use (see Farm.open)
     @property
@@ -465,14 +452,7 @@ class Round:
         """The results that have arrived since the last call, without waiting: a list of
         :class:`Batch` (errors are in the batches, never raised). Needs :meth:`Farm.step`
         to be called for results to arrive."""
-        outputs, journal = self.state.outputs, self.farm.journal
-        got = []
-        while outputs:
-            rec = outputs.popleft()
-            if journal is not None:
-                journal.record(self.state.name, rec)
-            got.append(Batch(*rec))
-        return got
+        return [Batch(*rec) for rec in _take(self.state, self.journal)]
 
     def release(self, upto: int | None) -> None:
         """Results below index ``upto`` have been consumed: dispatch may run ``window``
@@ -485,10 +465,45 @@ class Round:
     def close(self) -> None:
         """End the round: unfinished tasks are cancelled (without waiting for running ones)
         and the farm forgets it. Idempotent."""
-        state, engine = self.state, self.farm.engine
-        if not state.finished and not self.farm._closed:
+        state, engine = self.state, self.engine
+        if not state.finished and not self._is_closed():
             engine.cancel_round(state, wait=False)
         engine.end_round(state)
+
+
+def _take(state: RoundState, journal) -> Iterator[tuple]:
+    """The result records that have arrived in round ``state``, each journaled as it is
+    taken: the one place where a result is written to the journal."""
+    outputs, name = state.outputs, state.name
+    while outputs:
+        rec = outputs.popleft()
+        if journal is not None:
+            journal.record(name, rec)
+        yield rec
+
+
+def _drive(rnd: RoundState, engine, journal, on_error, progress_flag, on_end):
+    """Records of ``rnd`` as they arrive, stepping ``engine`` until the round is finished
+    (see :meth:`Round.records`); an abandoned round is cancelled."""
+    progress = Progress(rnd.name, rnd.total, progress_flag)
+    raising = on_error == "raise"
+    try:
+        while True:
+            for rec in _take(rnd, journal):
+                progress.update(len(rec[0]))
+                if rec[2] and raising:
+                    raise rec[2][min(rec[2])]
+                yield rec
+            if rnd.finished:
+                break
+            engine.step()
+    finally:
+        progress.close()
+        if not rnd.finished and not rnd.cancelled:
+            engine.cancel_round(rnd)
+        engine.end_round(rnd)
+        if on_end is not None:
+            on_end()
 
 
 def _checked_tasks(tasks: Iterable) -> Iterator:

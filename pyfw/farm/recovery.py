@@ -1,89 +1,109 @@
 """What the master does when work goes missing (private): a worker found dead (ULFM), a
 chunk past its task timeout, the tail of a round left to stragglers, a task lost too many
-times (quarantined). A mixin of :class:`pyfw.farm.engine.Engine`, kept apart so dispatch
-reads without the failure paths.
+times (quarantined). Kept apart from :class:`pyfw.farm.engine.Engine` so dispatch reads
+without the failure paths.
 """
 from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from ..errors import FarmBroken, TaskQuarantined
-
-if TYPE_CHECKING:
-    from .rounds import Chunk
+from .core import EngineCore, WorkerRecord
+from ._protocol import ErrorInfo
+from .rounds import Chunk, RoundState, make_task_error
 
 __all__ = ["Recovery"]
 
+#: ``send(worker, round, ids, items, now) -> Chunk or None``: the engine's dispatch of a chunk
+Send = Callable[[WorkerRecord, RoundState, list, list, float], "Chunk | None"]
+
 
 class Recovery:
-    """Failure handling of the engine: uses its ``workers``, ``chunks``, ``rounds``."""
+    """Failure handling of an engine.
 
-    def _reconcile(self, chunk: Chunk) -> None:
+    It reads and updates the engine's declared state (:class:`EngineCore`: ``workers``,
+    ``chunks``, ``rounds``, the counters, ``broken``), sends copies through ``send``, and owns
+    its own settings: ``max_attempts`` (a task lost this often is quarantined) and
+    ``task_timeout`` (seconds per task before a copy goes elsewhere; None: never).
+    """
+
+    def __init__(self, core: EngineCore, send: Send, max_attempts: int = 3,
+                 task_timeout: float | None = None, cancel_sends_to=None):
+        self.core = core
+        self.send = send
+        self.max_attempts = max(1, int(max_attempts))
+        self.task_timeout = task_timeout
+        self.cancel_sends_to = cancel_sends_to or (lambda rank: None)
+
+    def reconcile(self, chunk: Chunk) -> None:
         """Requeue tasks of a finished chunk that are neither done nor covered by a twin."""
-        rnd = chunk.rnd
-        if rnd.cancelled or rnd.rid not in self.rounds:
+        rnd, core = chunk.rnd, self.core
+        if rnd.cancelled or rnd.rid not in core.rounds:
             return
         twin = chunk.twin
-        covered = twin is not None and twin.cid in self.chunks and self.workers[twin.rank].alive
+        covered = twin is not None and twin.cid in core.chunks and core.workers[twin.rank].alive
         if covered:
             return
         pending = [(tid, item) for tid, item in zip(chunk.ids, chunk.items)
                    if tid not in rnd.done]
         rnd.retry.extendleft(reversed(pending))  # first in line again, in their order
 
-    def _lost(self, ranks) -> None:
+    def lost(self, ranks) -> None:
         """Workers died: requeue their unfinished tasks (quarantine repeat offenders)."""
+        core = self.core
         for r in ranks:
-            w = self.workers.get(r)
+            w = core.workers.get(r)
             if w is None or not w.alive:
-                if r == self.master:
+                if r == core.master:
                     raise FarmBroken("the master's own rank was reported failed")
                 continue
             w.alive = False
-            self.comm.cancel_sends_to(r)
+            self.cancel_sends_to(r)
             lost = list(w.inflight)
             w.inflight.clear()
             for pos, chunk in enumerate(lost):
-                self.chunks.pop(chunk.cid, None)
+                core.chunks.pop(chunk.cid, None)
                 if pos == 0:  # only the running chunk was attempted; queued ones never started
-                    self._count_loss(chunk)
-                self._reconcile(chunk)
-        if not self.alive_workers():
-            self.broken = FarmBroken(f"every worker has failed (last: rank(s) {list(ranks)}); "
+                    self.count_loss(chunk)
+                self.reconcile(chunk)
+        if not core.alive_workers():
+            core.broken = FarmBroken(f"every worker has failed (last: rank(s) {list(ranks)}); "
                                      f"pending tasks cannot run")
 
-    def _count_loss(self, chunk: Chunk) -> None:
+    def count_loss(self, chunk: Chunk) -> None:
         """One more attempt used by each unfinished task of ``chunk``; quarantine at the limit."""
-        rnd = chunk.rnd
+        rnd, core = chunk.rnd, self.core
         if rnd.cancelled:
             return
-        for pos, tid in enumerate(chunk.ids):
+        for tid in chunk.ids:
             if tid in rnd.done:
                 continue
             tries = rnd.attempts.get(tid, 0) + 1
             rnd.attempts[tid] = tries
-            self.failures += 1
+            core.failures += 1
             if tries >= self.max_attempts:
-                err = TaskQuarantined(tid, chunk.rank, self.workers[chunk.rank].host,
-                                      "Quarantined", f"lost {tries} time(s) (its worker died "
-                                      f"or it timed out); set aside", None, tries)
-                self.quarantined.append(err)
-                before = rnd.ndone
-                rnd.deliver([tid], [None], {0: err}, chunk.rank)
-                self.completed += rnd.ndone - before
+                why = f"lost {tries} time(s) (its worker died or it timed out); set aside"
+                host = core.workers[chunk.rank].host
+                err = make_task_error(tid, chunk.rank, ErrorInfo("Quarantined", why, why, host,
+                                                                 None), tries, TaskQuarantined)
+                core.quarantined.append(err)
+                core.deliver(rnd, [tid], [None], {0: err}, chunk.rank)
 
-    def _check_timeouts(self) -> None:
+    def check_timeouts(self) -> None:
+        """Send a copy of each running chunk that has outlived ``task_timeout`` per task."""
+        if self.task_timeout is None:
+            return
         now = time.perf_counter()
-        for w in self.alive_workers():
+        for w in self.core.alive_workers():
             if not w.inflight:
                 continue
             head = w.inflight[0]
             if head.twin is not None or head.rnd.cancelled:
                 continue
             if now - head.t_head > self.task_timeout * len(head.ids):
-                self._count_loss(head)
+                self.count_loss(head)
                 pending = [(t, it) for t, it in zip(head.ids, head.items)
                            if t not in head.rnd.done]
                 if not pending:
@@ -91,22 +111,28 @@ class Recovery:
                 target = self._least_loaded(exclude=w.rank)
                 if target is None:
                     continue
-                twin = self._send(target, head.rnd, [t for t, _ in pending],
-                                  [it for _, it in pending], now)
-                if twin is not None:
-                    head.twin, twin.twin = twin, head
-                    self.duplicates += 1
+                self._copy(head, target, pending, now)
+
+    def _copy(self, chunk: Chunk, target: WorkerRecord, pending, now) -> bool:
+        """Send ``target`` a copy of ``chunk``'s ``pending`` (id, task) pairs; True if sent."""
+        twin = self.send(target, chunk.rnd, [t for t, _ in pending], [it for _, it in pending],
+                         now)
+        if twin is None:
+            return False
+        chunk.twin, twin.twin = twin, chunk
+        self.core.duplicates += 1
+        return True
 
     def _least_loaded(self, exclude: int):
         best = None
-        for w in self.alive_workers():
+        for w in self.core.alive_workers():
             if w.rank == exclude:
                 continue
             if best is None or len(w.inflight) < len(best.inflight):
                 best = w
         return best
 
-    def _duplicate_tail(self, workers, now) -> bool:
+    def duplicate_tail(self, workers, now) -> bool:
         """rDLB: give an idle worker a copy of the work most likely to finish last.
 
         A copy is sent when it would finish on the idle worker sooner than the original is
@@ -143,16 +169,6 @@ class Recovery:
             if best is None:
                 continue
             pending = [(t, it) for t, it in zip(best.ids, best.items) if t not in best.rnd.done]
-            if not pending:
-                continue
-            twin = self._send(w, best.rnd, [t for t, _ in pending], [it for _, it in pending],
-                              now)
-            if twin is not None:
-                best.twin, twin.twin = twin, best
-                self.duplicates += 1
+            if pending and self._copy(best, w, pending, now):
                 sent = True
         return sent
-
-    def _check_broken(self) -> None:
-        if self.broken is not None:
-            raise self.broken

@@ -31,10 +31,11 @@ def make_task_error(index, rank, info, attempts=1, cls=TaskError) -> TaskError:
             original = None
     err = cls(index, rank, info.host, info.exc_type, info.message, original, attempts)
     err.__cause__ = RemoteTraceback(info.traceback)
+    err.info = info   # the wire form, which a sub-master forwards as it came
     return err
 
 
-class _Done:
+class DoneIds:
     """The set of finished task ids: everything below ``low``, plus disjoint half-open
     intervals above it (as many as there are out-of-order chunks, so a handful)."""
 
@@ -113,7 +114,7 @@ class RoundState:
         self.buf_start = 0
         self.buf_pos = 0
         self.retry: deque = deque()      # (tid, item) to send again first
-        self.done = _Done()
+        self.done = DoneIds()
         self.ndone = 0
         self.outputs: deque = deque()    # records: (ids, values, errors{pos: TaskError}, rank)
         self.task_time: dict = {}        # rank -> smoothed time per task of *this* round's fn
@@ -137,8 +138,7 @@ class RoundState:
         self.next_tid += len(items)
         if len(items) < n_want:
             self.exhausted = True
-            if self.total is None:
-                self.total = self.next_tid
+            self.total = self.next_tid   # the truth, whatever a hint said
         self.buf_start, self.buf_pos, self.buf_ids = start, 0, None
         if self.skip:  # results known from the journal are delivered, not sent
             ids, kept = [], []
@@ -165,7 +165,7 @@ class RoundState:
             self._refill(1)
         left = len(self.retry) + self._buffered()
         if self.total is not None and not self.exhausted:
-            left += self.total - self.next_tid
+            left += max(0, self.total - self.next_tid)
         return left
 
     def has_pending(self) -> bool:
@@ -275,3 +275,11 @@ class Chunk:
         self.left = len(ids)  # tasks whose results have not come back yet
         self.t_sent = self.t_head = now
         self.twin = None
+
+    def items_of(self, ids) -> list:
+        """The tasks with these ``ids`` (some of this chunk's), in that order."""
+        own = self.ids
+        if isinstance(own, range):
+            return [self.items[t - own.start] for t in ids]
+        where = {t: pos for pos, t in enumerate(own)}
+        return [self.items[where[t]] for t in ids]

@@ -4,7 +4,9 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, NamedTuple
 
-__all__ = ["Task", "Context", "Done", "Batch"]
+from .. import exitguard
+
+__all__ = ["Task", "Context", "Done", "Batch", "run_items"]
 
 
 class Task:
@@ -67,6 +69,34 @@ class Context:
     def _begin(self) -> None:
         self._cancelled = False
         self._next_check = 0.0
+
+
+def run_items(items, fn, star: bool, ctx: Context, values: list, failures: list) -> None:
+    """Run ``items`` in turn, appending each result to ``values``: ``item.run(ctx)`` for Task
+    items (``fn`` None), else ``fn(*item)`` with ``star``, ``fn(item)`` without.
+
+    A task that raises fails alone: None takes its place in ``values`` and ``(position in
+    values, exception)`` is appended to ``failures``. ``SystemExit`` and
+    ``KeyboardInterrupt`` are not a task's failure but the process leaving: on a worker rank
+    (guarded by :mod:`pyfw.exitguard`) it leaves as a dead rank, naming the task; in
+    serial mode and on the master they propagate (docs/farm.md, "When a worker dies").
+    The one place where every engine (worker, sub-master, serial) runs a task.
+    """
+    for item in items:
+        try:
+            if fn is None:
+                value = item.run(ctx)
+            elif star:
+                value = fn(*item)
+            else:
+                value = fn(item)
+        except Exception as exc:
+            failures.append((len(values), exc))
+            value = None
+        except (SystemExit, KeyboardInterrupt) as exc:
+            exitguard.task_exit(exc, item, fn, star)
+            raise
+        values.append(value)
 
 
 class Done:

@@ -8,33 +8,61 @@ has nothing to do it sleeps with a capped backoff instead of spinning.
 """
 from __future__ import annotations
 
+import enum
 import os
 import pickle
 import sys
 import time
 from collections import deque
+from typing import NamedTuple
 
+from .. import exitguard
 from ..comm import Backoff, Comm, bound_finalize
 from ..errors import PeerFailure, TaskSerializationError
 from . import _protocol as P
 from ._protocol import error_info
-from .task import Context
+from .task import Context, run_items
 
-__all__ = ["serve", "error_info"]
+__all__ = ["serve", "Stop", "Stopped", "WorkerLoop"]
 
 
-class _Worker:
-    def __init__(self, comm: Comm, master: int):
+class Stop(enum.Enum):
+    """Why a worker left its serve loop."""
+    FINISHED = "finished"            # the master said stop, without an error
+    MASTER_ERROR = "master error"    # the master said stop because its program raised
+    MASTER_FAILED = "master failed"  # the master's rank died (ULFM)
+
+
+class Stopped(NamedTuple):
+    """What :func:`serve` returns: ``why`` the loop ended and the master's error text
+    (``MASTER_ERROR``) or the failed ranks (``MASTER_FAILED``), for the message."""
+    why: Stop
+    detail: str | None = None
+
+
+class WorkerLoop:
+    """A worker's side of the protocol: its queue of chunks, cancellations and replies.
+    ``ctx``: the :class:`Context` to run tasks with (a node worker that goes on serving the
+    top master after its sub-master died keeps the state its ``setup`` loaded)."""
+
+    def __init__(self, comm: Comm, master: int, ctx: Context | None = None):
         self.comm, self.master = comm, master
         self.queue: deque = deque()
         self.cancelled_rounds: set[int] = set()
         self.skipped: set[int] = set()
         self.current: tuple[int, int] | None = None  # (cid, rid) of the running chunk
-        self.stop_reason = None
-        self.stopping = False
+        self.stopped: Stopped | None = None
         self.idle = 0.0
         self.batch, self.batch_round = 1, None  # tasks per timed sub-batch (adaptive)
-        self.ctx = Context(comm.rank, comm.size, comm.host, check=self._current_cancelled)
+        if ctx is None:
+            ctx = Context(comm.rank, comm.size, comm.host)
+        ctx._check = self._current_cancelled
+        self.ctx = ctx
+
+    @property
+    def stopping(self) -> bool:
+        """True once the loop is to end (the master said stop, or it failed)."""
+        return self.stopped is not None
 
     def close(self) -> None:
         """Leaving the serve loop (a sub-master releases its node here)."""
@@ -65,7 +93,9 @@ class _Worker:
         elif kind == "ping":
             self.comm.isend(P.ctrl("pong", a["t"]), self.master, P.CTRL)
         elif kind == "stop":
-            self.stopping, self.stop_reason = True, a["reason"]
+            reason = a["reason"]
+            self.stopped = Stopped(Stop.FINISHED if reason is None else Stop.MASTER_ERROR,
+                                   reason)
             if a["failed"]:   # ranks died in this job: finalize may block on them
                 bound_finalize()
 
@@ -81,13 +111,13 @@ class _Worker:
     def _current_cancelled(self) -> bool:
         try:
             self.drain()
-        except PeerFailure:
-            self.stopping, self.stop_reason = True, "the master failed"
+        except PeerFailure as exc:
+            self.stopped = Stopped(Stop.MASTER_FAILED, str(exc))
         cur = self.current
         return cur is not None and (cur[0] in self.skipped or cur[1] in self.cancelled_rounds
                                     or self.stopping)
 
-    def reply(self, cid, rid, ids, values, errors, stats, status) -> None:
+    def reply(self, cid, rid, ids, values, errors, stats: P.Stats | None, status) -> None:
         """Send a DONE message (:class:`pyfw.farm._protocol.Done`)."""
         try:
             data = Comm.dumps(P.pack_done(cid, rid, ids, values, errors, stats, status))
@@ -188,22 +218,13 @@ class _Worker:
             return None
 
     def _run_batch(self, batch, func, star, values: list, errors: list) -> None:
-        """Run tasks in turn, appending to ``values``; a failing task is caught alone (its
-        neighbours still count) and recorded in ``errors`` by its position."""
-        ctx = self.ctx
-        for item in batch:
-            try:
-                if func is None:
-                    value = item.run(ctx)
-                elif star:
-                    value = func(*item)
-                else:
-                    value = func(item)
-            except Exception as exc:
-                errors.append((len(values), error_info(exc, self.comm.rank, self.comm.size,
-                                                       self.comm.host)))
-                value = None
-            values.append(value)
+        """Run tasks in turn (:func:`run_items`), appending to ``values``; a failing task is
+        caught alone and recorded in ``errors`` by its position, in wire form."""
+        failures = []
+        run_items(batch, func, star, self.ctx, values, failures)
+        comm = self.comm
+        for pos, exc in failures:
+            errors.append((pos, error_info(exc, comm.rank, comm.size, comm.host)))
 
     def _adapt_batch(self, dt: float) -> None:
         """Tasks per timed sub-batch: doubled below 0.2 ms, halved above 2 ms."""
@@ -232,23 +253,25 @@ class _Worker:
 
 
 def serve(comm: Comm, master: int = 0, setup=None, setup_args=(),
-          worker: "_Worker | None" = None) -> str | None:
-    """Serve the master until it says stop. Returns the master's error text, if any.
-    ``worker``: a :class:`_Worker` (sub)class instance to serve with (a sub-master)."""
-    w = worker if worker is not None else _Worker(comm, master)
+          worker: WorkerLoop | None = None, ctx: Context | None = None) -> Stopped:
+    """Serve the master until it says stop (or fails); returns why the loop ended.
+    ``worker``: a :class:`WorkerLoop` (sub)class instance to serve with (a sub-master);
+    ``ctx``: a context whose ``setup`` has run already (then ``setup`` is not run again)."""
+    exitguard.install()   # from here on, an exit of this rank is a death ULFM sees
+    w = worker if worker is not None else WorkerLoop(comm, master, ctx)
     setup_error = None
-    if setup is not None:
+    if setup is not None and ctx is None:
         try:
             setup(w.ctx, *setup_args)
         except Exception as exc:
             setup_error = error_info(exc, comm.rank, comm.size, comm.host)
-    comm.isend(P.ctrl("hello", comm.host, os.getpid(), setup_error), master, P.CTRL)
     try:
+        comm.isend(P.ctrl("hello", comm.host, os.getpid(), setup_error), master, P.CTRL)
         w.loop()
-    except PeerFailure:
-        return "the master rank failed"
+    except PeerFailure as exc:
+        return Stopped(Stop.MASTER_FAILED, str(exc))
     finally:
         w.close()
         comm.flush(timeout=10.0, raise_on_timeout=False)
         sys.stdout.flush()
-    return w.stop_reason
+    return w.stopped

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import TimeoutError as FuturesTimeout
 
-from ..farm.master import InOrder
+from ..farm.ordering import InOrder
 from ._remote import is_initializer_failure, user_exception
 
 __all__ = ["results"]

@@ -11,6 +11,7 @@ from concurrent import futures as cf
 from mpi4py import MPI
 
 from ..farm import Farm
+from ..farm.ordering import DEFAULT_WINDOW
 from ..farm.policies import make_policy
 from . import _context
 from ._context import WORKER_RUN_NAME
@@ -246,7 +247,7 @@ class Executor(cf.Executor):
         if unordered:
             window = None
         else:
-            window = 65536 if buffersize is None else buffersize * (fixed or 1)
+            window = DEFAULT_WINDOW if buffersize is None else buffersize * (fixed or 1)
         call = fn if not self._setup.needed else MapCall(self._setup, fn)
         pool = self._bootstrap(check=True)
         job = MapJob(self, call, iterables, star or len(iterables) > 1, total, fixed, window)
