@@ -55,7 +55,7 @@ class FakeMonitor:
 def setup(nz=200, p=8, **kw):
     dom = FakeDomain(nz, p)
     mon = FakeMonitor(dom)
-    kw = {"samples": 1, "confidence": 0.0, **kw}
+    kw = {"samples": 1, "confidence": 0.0, "warmup": 0, **kw}
     bal = Balancer(dom, every=1, lag=0, monitor=mon, min_gain=0.05, **kw)
     return dom, mon, bal
 
@@ -106,7 +106,7 @@ def test_opposite_proposals_do_not_move():
 
 def test_a_clean_change_is_a_change_point_and_moves_at_once():
     """32 windows say all ranks equal; then rank 7 is 3x slower in every window. The mean
-    over the kept windows would take many windows to follow; three stale windows in a row
+    over the kept windows would take many windows to follow; four stale windows in a row
     that agree replace the kept ones, so the cuts move at the next check, all the way (the
     change point also lifts any damping cap)."""
     dom, mon, bal = setup(samples=32, confidence=2.0)
@@ -115,11 +115,11 @@ def test_a_clean_change_is_a_change_point_and_moves_at_once():
         assert check(bal, mon, eq) is None
     slow = eq.copy()
     slow[7] = 1 / 3
-    got = [check(bal, mon, slow) is not None for _ in range(3)]
-    assert [h["stale"] for h in bal.history[-3:]] == [True, True, True]
-    assert len(bal.window_speeds) == 3          # the change point kept only the new windows
+    got = [check(bal, mon, slow) is not None for _ in range(4)]
+    assert [h["stale"] for h in bal.history[-4:]] == [True] * 4
+    assert len(bal.window_speeds) == 4          # the change point kept only the new windows
     got.append(check(bal, mon, slow) is not None)
-    assert got == [False, False, False, True], bal.history[-4:]
+    assert got == [False] * 4 + [True], bal.history[-5:]
     assert dom.cuts.tolist() == P.partition(np.ones(200), slow).tolist()
 
 

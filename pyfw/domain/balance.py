@@ -12,18 +12,19 @@ mean step time over the window, plus a link probe if one is due) and ``lag`` ste
 (default 2) completes it -- by then it has progressed inside the halo exchanges, so no rank
 waits for the slowest.
 
-Speeds. Every window without a move gives one speed sample per rank, ``cost_i / t_i`` (plane
-cost per compute second; it does not depend on the cuts, so samples stay valid across
-moves). The balancer's speed of a rank is the **median of its last ``samples`` (5) windows**,
-and its noise the scatter of those windows, taken as the relative standard error of that
-median (``1.2533 * IQR / 1.349 / median / sqrt(n)``; 0 with one window). Why
-not the forecaster bank: a step's compute time is wall time, so a rank descheduled in the
-middle of an update counts the time it was off its core. On a shared box (knee 67x53x53 on 2
-ranks, 0.3 ms steps, load 2.5 on 2 cores) single windows took 9-35 ms a step, the
-window-to-window speed ratio of the two equal ranks spread 0.24-3.7 (5-95 %), and the bank,
-which ranks its predictors by squared error (dominated by such outliers), answered with
-"last", "mean" or "exp0.5" in turn: 84 moves in 11,708 steps, cuts between 5 and 66 of 67.
-One outlier window does not move a median of five, and a real change moves it after three.
+Speeds. Every window without a move gives one pace sample per rank, ``t_i / cost_i``
+(compute seconds per unit of plane cost; it does not depend on the cuts, so samples stay
+valid across moves). A rank's speed is the inverse of its mean pace over the last
+``samples`` (32) windows -- a throughput, so a node that stalls in some windows (a CPU quota)
+counts at its real rate -- and its noise the standard error of that mean, relative
+(standard deviation of the paces / mean / sqrt(n); 0 with one window). Why not the
+forecaster bank: a step's compute time is wall time, so a rank descheduled in the middle of
+an update counts the time it was off its core. On a shared box (knee 67x53x53 on 2 ranks,
+0.3 ms steps, two busy loops hopping between the 2 cores besides other jobs) single windows
+took 9-35 ms a step, the window-to-window pace ratio of the two equal ranks spread 0.24-3.7
+(5-95 %), and the bank, which ranks its predictors by squared error (dominated by such
+outliers), answered with "last", "mean" or "exp0.5" in turn: 84 moves in 11,708 steps, cuts
+between 5 and 66 of 67.
 
 Moves. Each check proposes new cuts with :func:`~pyfw.domain.partition.partition` from those
 speeds and moves the boundaries only when
@@ -36,7 +37,8 @@ speeds and moves the boundaries only when
   rank, and above ``confidence`` (2) times the noise of that prediction
   (``sqrt(2) * max_i(noise_i)`` of the current step time): noise that makes two equal ranks
   look uneven moves nothing, while a rank really 3x slower (windows within a few % of each
-  other) moves at the second check, and
+  other) moves as soon as three windows are in (proposed at the third, moved at the fourth;
+  before, a proposal from the first window was confirmed by the second), and
 * the previous check also proposed a move, with no cut going the opposite way (hysteresis).
   Cuts that one of the two proposals keeps and the other moves do not block it: with 8
   ranks (7 cuts) two estimates rarely round every cut alike, and demanding identical signs
@@ -45,18 +47,22 @@ speeds and moves the boundaries only when
 Damping. Once a cut has moved back the way it came, each of its later moves goes at most half
 as far as its move before that reversal (at least one plane), halving again at every further
 reversal, and the cap does not grow while the cut keeps moving; it is forgotten only after the
-cuts have held still for ``max_thin * every`` steps and four checks in a row proposed nothing
-(a new situation, not a swing). So however
-the estimates swing, a cut's swing can only shrink. (The rule before capped only a move
+cuts have held still for ``max_thin * every`` steps and four checks in a row proposed
+nothing, or at a change point (a new situation, not a swing). So however the estimates
+swing, a cut's swing can only shrink. (The rule before capped only a move
 that reversed the move just before it, and a second move the same way was free again: the
 cuts went 33 -> 5 -> 19 -> 52 in the run above.)
 
-Stale estimates. While the cuts hold the checks thin out. When some rank's window time is
-off the time its speed predicts by more than ``stale`` (default 25 %) and by more than three
-times the measured noise (and no move happened inside the window), the checks go back to
-every ``every`` steps, so the median follows a real change within three windows. The window
-is one sample like any other: it does not replace the speeds (it did before, and under noise
-half of the windows were "stale" and proposed from a single window).
+Stale windows and change points. While the cuts hold the checks thin out, and a mean over
+32 windows follows a real change slowly. A window in which some rank is off the kept
+windows' pace by more than ``stale`` (default 25 %) and by more than three times their
+scatter is stale: the checks go back to every ``every`` steps, and the window is held back.
+Four stale windows in a row that agree (the same ranks off the same way, within ``stale / 2``
+of each other) are a change point: they replace the kept windows (and lift the damping caps),
+so the cuts follow a real change at the next check. Noise rarely gives three such windows; a
+row that does not agree joins the kept windows as ordinary samples. (Before, a single stale
+window replaced the speeds: under noise half of the checks were stale, and proposed from one
+window.)
 
 Every rank takes the decision from the same gathered numbers, so all agree without a vote.
 """
@@ -73,7 +79,8 @@ from . import partition as _part
 
 __all__ = ["Balancer", "WindowSpeeds"]
 
-_CHANGE_RUN = 3     # stale windows in a row that agree: a change point
+_CHANGE_RUN = 4     # stale windows in a row that agree (within stale / 2): a change point
+_MIN_WINDOWS = 3    # windows before a proposal (two agree by chance too often under noise)
 _CALM_CHECKS = 4     # quiet checks (and max_interval steps) after which move caps are forgotten
 
 
@@ -122,7 +129,7 @@ class Balancer:
 
     ``every``: steps between checks; ``min_gain``: relative predicted gain needed to move;
     ``confidence``: how many times the noise of the predicted step time the gain must also
-    exceed; ``samples``: windows whose median gives a rank's speed; ``guess_bandwidth``
+    exceed; ``samples``: windows whose mean pace gives a rank's speed; ``guess_bandwidth``
     (bytes/s) and ``guess_latency`` (s): move-cost model until a move has been measured;
     ``monitor``: the online monitor that carries the exchanges (default: the domain's,
     :attr:`SlabDomain.monitor`); ``lag``: steps between posting a window's exchange and
@@ -132,13 +139,15 @@ class Balancer:
     how late a speed change is noticed; each proposed move halves the interval back towards
     ``every``; ``stale``: relative gap between a rank's measured and predicted step time
     above which (and above three times the noise) the checks go back to ``every`` (see the
-    module docstring).
+    module docstring); ``warmup``: windows at the start that are not samples (they hold
+    one-time costs: the knee's first window took 56 ms a step against 0.3 ms after, numba
+    loading its kernels, and one such window kept in a mean of 32 blocked every move).
     """
 
     def __init__(self, domain, every: int = 20, min_gain: float = 0.10,
                  guess_bandwidth: float = 1e9, guess_latency: float = 2e-3, monitor=None,
                  lag: int = 2, budget: float = 0.01, stale: float = 0.25, max_thin: int = 16,
-                 confidence: float = 2.0, samples: int = 32):
+                 confidence: float = 2.0, samples: int = 32, warmup: int = 1):
         if every < 1:
             raise ConfigurationError("every must be >= 1")
         if max_thin < 1:
@@ -150,6 +159,7 @@ class Balancer:
         if not confidence >= 0:
             raise ConfigurationError("confidence must be >= 0")
         self.window_speeds = WindowSpeeds(samples)
+        self.warmup = int(warmup)  # windows still to skip (one-time costs at the start)
         self._offrun = []          # the last stale windows in a row: (signs, paces)
         self.confidence = float(confidence)
         self.lag = min(int(lag), every - 1)
@@ -194,8 +204,8 @@ class Balancer:
         self.mon.step(self._cost, seconds)
 
     def speeds(self) -> np.ndarray:
-        """The balancer's speed of every rank (plane cost per compute second): the median of
-        the recent windows' samples (before the first sample: the monitor's forecasts)."""
+        """The balancer's speed of every rank (plane cost per compute second): the inverse of
+        the mean pace over the kept windows (before the first one: the monitor's forecasts)."""
         if len(self.window_speeds):
             return self.window_speeds.speeds()
         return self.mon.speeds()
@@ -270,11 +280,15 @@ class Balancer:
         """Take the window's paces into the samples (not when a move happened inside it);
         True when the window is stale: some rank off the pace of the kept windows (three at
         least) by more than ``stale`` and by more than three times their scatter. Stale
-        windows are held back while they come in a row; three in a row that agree (the same
-        ranks off the same way, their paces within ``stale`` of each other) are a change
-        point and replace the kept windows, otherwise they join them when the row ends."""
+        windows are held back while they come in a row; four in a row that agree (the same
+        ranks off the same way, their paces within ``stale / 2`` of each other) are a change
+        point and replace the kept windows; a row's windows that do not join one (the first
+        may straddle the change) become samples."""
         ws = self.window_speeds
         if dirty or not np.all(costs > 0):
+            return False
+        if self.warmup > 0:
+            self.warmup -= 1
             return False
         pace = t / costs
         off = np.zeros(pace.size)
@@ -293,12 +307,14 @@ class Balancer:
         run.append((off, pace))
         if len(run) == _CHANGE_RUN:
             p = np.array([x[1] for x in run])
-            if np.all(np.ptp(p, axis=0) <= self.stale * p.mean(axis=0)):
+            if np.all(np.ptp(p, axis=0) <= 0.5 * self.stale * p.mean(axis=0)):
                 ws.restart(0)            # a change point: the older windows are the past
                 self._calm = True        # and earlier swings do not cap the next move
-            for x in p:
-                ws.add(x)
-            run.clear()
+                for x in p:
+                    ws.add(x)
+                run.clear()
+            else:                        # the oldest (e.g. half before a change) is a sample
+                ws.add(run.pop(0)[1])
         return True
 
     def _decide(self, allw, force: bool, posted: int, dirty: bool = False):
@@ -321,7 +337,7 @@ class Balancer:
         noise = math.sqrt(2.0) * float(self.window_speeds.noise().max())
         now = float((costs / speeds).max())
         plane_time = float((d.cost.max() / speeds).max()) if d.cost.max() > 0 else 0.0
-        need = max(self.min_gain, self.confidence * noise) * now
+        need = self.min_gain * now
         # no cuts beat the continuous ideal: skip the partition when even that gains too little
         ideal = float(d.cost.sum() / speeds.sum())
         if now - ideal > need and now - ideal > plane_time:
@@ -338,12 +354,16 @@ class Balancer:
                "imbalance": float(t.max() / t.mean() - 1), "loss": self.loss,
                "move_cost": cost, "gain": gain, "stale": stale, "moved": False}
         self.history.append(rec)
-        worth = (not np.array_equal(new, d.cuts) and gain > need and gain > plane_time)
-        self._quiet = 0 if worth else self._quiet + 1
+        # a gain the noise could explain is no proposal, but the checks stay frequent: the
+        # windows that would settle it are still to come
+        maybe = not np.array_equal(new, d.cuts) and gain > need and gain > plane_time
+        worth = (maybe and gain > self.confidence * noise * now
+                 and len(self.window_speeds) >= min(_MIN_WINDOWS, self.window_speeds.buf.maxlen))
+        self._quiet = 0 if maybe else self._quiet + 1
         if (self._quiet >= _CALM_CHECKS and self._moved_at is not None
                 and self.steps - self._moved_at[0] >= self.max_interval):
             self._calm = True
-        self._schedule(allw, t, bool(worth), posted, stale)
+        self._schedule(allw, t, bool(maybe), posted, stale)
         direction = np.sign(new - d.cuts) if worth else None
         rec["proposed"] = new.tolist() if worth else None
         # confirmed: the previous check also proposed a move, and no cut goes the other way
