@@ -15,7 +15,7 @@ import sys
 
 from pyfw.errors import ConfigurationError
 
-__all__ = ["main", "parser"]
+__all__ = ["main", "parser", "params_of"]
 
 
 def _slowdown(text: str):
@@ -191,10 +191,29 @@ def sensitivity_band(p, summ) -> dict | None:
             "method": "one parameter at a time over its range, quadrature sum"}
 
 
+def params_of(args):
+    """The model :class:`~apps.knee.model.Params` that parsed ``parser()`` options describe
+    (the knee studies turn their runs' options into ``run_scenario`` parameters with it)."""
+    from .model import Params
+    return Params(shape=tuple(args.shape), dx_mm=args.dx, device=args.device,
+                  sides=tuple(s for s in args.sides.split(",") if s),
+                  thickness_mm=args.thickness, length_mm=args.length,
+                  bandage_mm=args.bandage, pack_temp=args.pack_temp, pack=args.pack,
+                  t_arterial=args.t_arterial, perfusion_every=args.perfusion_every,
+                  perfusion_lag=args.perfusion_lag, perfusion_recovery=args.perfusion_recovery,
+                  cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
+                  overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol,
+                  arthroscopy_min=args.arthroscopy, irrigant_temp=args.irrigant_temp,
+                  tourniquet=args.tourniquet,
+                  subcutis_mm=args.subcutis, device_at_mm=args.device_at,
+                  pouch_mm=args.pouch, device_on_min=args.device_on,
+                  device_off_min=args.device_off)
+
+
 def _start(args, comm, log, kw):
     """A KneeRun restarted from ``--restart`` or set up from the options and brought to its
     uncooled steady state."""
-    from .model import KneeRun, Params
+    from .model import KneeRun
     if args.restart:
         run = KneeRun.restart(comm, args.restart, **kw)
         log(f"restarted from {args.restart} at step {run.solver.step_count} "
@@ -208,20 +227,7 @@ def _start(args, comm, log, kw):
                 f"the end asked for ({asked}): nothing to run; give a later --minutes (or "
                 f"--steps) to continue")
         return run
-    p = Params(shape=tuple(args.shape), dx_mm=args.dx, device=args.device,
-               sides=tuple(s for s in args.sides.split(",") if s),
-               thickness_mm=args.thickness, length_mm=args.length,
-               bandage_mm=args.bandage, pack_temp=args.pack_temp, pack=args.pack,
-               t_arterial=args.t_arterial, perfusion_every=args.perfusion_every,
-               perfusion_lag=args.perfusion_lag, perfusion_recovery=args.perfusion_recovery,
-               cuff_temp=args.cuff_temp, ambient=args.ambient, h_air=args.h_air,
-               overrides=dict(args.set), dt=args.dt, steady_tol=args.steady_tol,
-               arthroscopy_min=args.arthroscopy, irrigant_temp=args.irrigant_temp,
-               tourniquet=args.tourniquet,
-               subcutis_mm=args.subcutis, device_at_mm=args.device_at,
-               pouch_mm=args.pouch, device_on_min=args.device_on,
-               device_off_min=args.device_off)
-    run = KneeRun(comm, p, **kw)
+    run = KneeRun(comm, params_of(args), **kw)
     run.steady_state()
     run.irrigate()
     run.start_cooling()
