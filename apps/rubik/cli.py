@@ -25,6 +25,10 @@ def parser():
     src.add_argument("--facelets", help="54 stickers in URFDLB face order")
     src.add_argument("--random", nargs="?", const=-1, type=int, metavar="SEED",
                      help="a uniformly random position (optional seed)")
+    src.add_argument("--file", metavar="PATH",
+                     help="solve a batch: one scramble or one 54-facelet string per line "
+                          "('-': standard input; blank lines and # comments skipped); a bad "
+                          "line is reported with its number and the others are solved")
     src.add_argument("--build-tables", action="store_true",
                      help="build (or verify) the tables of --heuristic in the cache and exit "
                           "(e.g. once before a batch job)")
@@ -64,7 +68,13 @@ def parser():
                         "the node takes at most half of the free memory (default auto)")
     p.add_argument("--cache-dir", help="table cache directory (default $PYFW_RUBIK_CACHE or "
                                        "~/.cache/pyfw/rubik)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (with --file: one JSON line per cube as it is "
+                        "solved, then a line with the summary)")
+    p.add_argument("--journal", metavar="PATH",
+                   help="with --file: record each solved cube in this farm journal (HDF5); "
+                        "run the same command again after a kill and the cubes already "
+                        "solved are taken from it, not solved again")
     p.add_argument("--table-depth", type=int, help=argparse.SUPPRESS)  # truncated tables (tests)
     p.add_argument("--serial", action="store_true", help="do not use the farm even under mpiexec")
     return p
@@ -159,8 +169,11 @@ def main(argv=None, out=None):
         return 2
     from pyfw.comm import world
     comm = world()
+    if args.journal and not args.file:
+        print("error: --journal goes with --file", file=sys.stderr)
+        return 2
     cube = None
-    if not args.build_tables:
+    if not args.build_tables and not args.file:
         try:
             cube = check_cube(_cube(args))
         except InvalidCubeError as e:
@@ -172,6 +185,9 @@ def main(argv=None, out=None):
     args.heuristic = comm.mpi.bcast(choice, root=0) if comm.size > 1 else choice
     if args.build_tables:
         return _build_tables(args, out)
+    if args.file:
+        from .batch_cli import solve_file
+        return solve_file(args, comm, out, _log)
     beat = _Heartbeat()
     if comm.size == 1 or args.serial:
         return _solve_serial(cube, args, beat, out)

@@ -1,0 +1,455 @@
+"""Solving a file of cubes as one farm workload.
+
+Every cube goes to the workers as tasks: no cube has a phase on the master, and each worker
+loads its tables once for the whole batch (:func:`~.parallel.preload`,
+``ctx.resource``). A task (:class:`PieceTask`) searches part of one cube's IDA*: either the
+*whole* cube from where it stands (its current bound and the pieces of that iteration not
+yet searched), going on to the next bound itself, or one *piece* of an iteration (a
+subtree, as the parallel solver's steal rounds send them). Every task stops after
+``yield_after`` seconds and hands back what it has not searched
+(:meth:`~.search.SubtreeSearch.remainder`), so the master can always redistribute a cube:
+
+* while cubes wait that no worker has started, a cube that yields goes back whole, ahead of
+  the cubes not started (no cube is ever searched twice: a resumed task takes up the
+  remainder exactly);
+* once none waits (the tail), a cube that yields is split: its remainder pieces go to the
+  workers that would otherwise be idle, each piece yielding again after
+  :data:`~.parallel.YIELD_SECONDS` (the steal rounds of :mod:`.parallel`). The first
+  solution at a bound ends the cube (the bound below it was exhausted: optimal) and cancels
+  its other pieces.
+
+Cubes start in the order of their predicted cost, longest first: IDA*'s nodes grow about
+:data:`~.pruning.BRANCHING`-fold per move between the lower bound and the solution, and
+the solution's length is at most the scramble's (18 for a facelet string: the length of
+most random positions). A cube whose task yields is known to be long and goes first.
+
+Resuming (``Farm(journal=...)``): each finished cube is written to the journal as the one
+result of a round named after the cube (its facelets, heuristic and limit), so a restarted
+batch takes it from there instead of solving it again, whatever line it is on.
+"""
+import heapq
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pyfw.farm import Task
+
+from .cube import Cube, InvalidCubeError, format_moves
+from .frontier import Frontier
+from .parallel import STEAL_SLICE_NODES, YIELD_SECONDS, _tables, search_subtree
+from .position_symmetry import SymmetryFilter
+from .pruning import BRANCHING
+from .solver import check_cube, check_limit
+
+#: a whole cube's task hands back its remainder after this long, so that a cube running
+#: when the queue of unstarted cubes empties can be split within this time
+WHOLE_YIELD_SECONDS = 2.0
+#: the optimal length assumed for a position given by its facelets (most random positions)
+TYPICAL_LENGTH = 18
+
+
+@dataclass
+class Entry:
+    """One line of a batch file: its number, its text, and the cube or the error."""
+    line: int
+    text: str
+    cube: Cube = None
+    error: str = None
+    scramble_length: int = None
+
+
+def read_entries(lines):
+    """The cubes of a batch file: one scramble or one 54-facelet string per line; blank
+    lines and ``#`` comments (whole lines, or the rest of a line) are skipped. A line that
+    is not a valid cube becomes an :class:`Entry` with its ``error``."""
+    out = []
+    for number, raw in enumerate(lines, 1):
+        text = raw.split("#", 1)[0].strip()
+        if not text:
+            continue
+        entry = Entry(number, text)
+        try:
+            entry.cube = check_cube(text)
+        except (InvalidCubeError, ValueError) as exc:
+            entry.error = str(exc) or type(exc).__name__
+        else:
+            compact = "".join(text.split())
+            if not (len(compact) == 54 and set(compact) <= set("URFDLB")):
+                entry.scramble_length = len(text.split())
+        out.append(entry)
+    return out
+
+
+def _state(cube):
+    return tuple(np.asarray(a, np.int8).tobytes() for a in (cube.cp, cube.co, cube.ep, cube.eo))
+
+
+def _cube(state):
+    cp, co, ep, eo = (np.frombuffer(b, np.int8) for b in state)
+    return Cube(cp, co, ep, eo, check=False)
+
+
+def iteration_pieces(h, cube, bound, symmetry=True):
+    """The pieces ``(prefix, first_move)`` of one IDA* iteration, in the serial search's
+    order: the whole tree, or for a symmetric position the frontier leaves no symmetry maps
+    onto an earlier one (as :meth:`.solver.Solver.solve`). Also the frontier's own node
+    counts (generated, expanded)."""
+    sym = SymmetryFilter(cube) if symmetry else None
+    if not sym:
+        return [([], None)], 0, 0
+    leaves, gen, exp = Frontier(h, cube, 2, sym).leaves(bound)
+    return [(p, None) for p in sorted(leaves)], gen, exp
+
+
+class PieceTask(Task):
+    """Search part of one cube's IDA* on a worker (see the module docstring).
+
+    ``pieces``: ``(prefix, first_move)`` of iteration ``bound`` still to search, in order
+    (None: the whole iteration, from the start). ``whole``: go on to the next bounds after
+    the pieces (up to ``limit``). Stops after ``yield_after`` seconds. Returns a dict:
+    ``status`` "solved" (``solution``), "proven" (no solution up to ``limit``), "done" (the
+    pieces exhausted, not ``whole``) or "yield" (``rest``: the pieces left of iteration
+    ``bound``), with ``generated``, ``expanded``, ``seconds``, ``rank``, ``memory`` and
+    ``iterations`` ({bound: generated} searched by this task); None if cancelled."""
+
+    def __init__(self, key, cube_state, bound, pieces, limit, spec, whole, yield_after,
+                 symmetry=True):
+        self.key, self.state, self.bound = key, cube_state, bound
+        self.pieces = None if pieces is None else [(list(p), f) for p, f in pieces]
+        self.limit, self.spec, self.whole = limit, spec, whole
+        self.yield_after, self.symmetry = yield_after, symmetry
+
+    def run(self, ctx):
+        """Search on a worker with its tables (loaded once per worker)."""
+        h = _tables(ctx, *self.spec)
+        return search_cube(h, _cube(self.state), self.bound, self.pieces, self.limit,
+                           self.whole, self.yield_after, self.symmetry, ctx.cancelled,
+                           ctx.rank, key=self.key)
+
+
+def search_cube(h, cube, bound, pieces, limit, whole, yield_after, symmetry=True,
+                cancelled=None, rank=0, key=None):
+    """What a :class:`PieceTask` does (callable without a farm, for tests)."""
+    t0 = time.perf_counter()
+    gen = exp = 0
+    iterations = {}
+    out = {"key": key, "rank": rank, "bound": bound}
+    while True:
+        if pieces is None:
+            pieces, g, e = iteration_pieces(h, cube, bound, symmetry)
+            gen, exp = gen + g, exp + e
+            iterations[bound] = iterations.get(bound, 0) + g
+        pieces = list(pieces)
+        while pieces:
+            prefix, first = pieces.pop(0)
+            left = yield_after - (time.perf_counter() - t0)
+            r = search_subtree(h, cube, prefix, bound, False, STEAL_SLICE_NODES, cancelled,
+                               rank, first, max(left, 0.0))
+            if r is None:
+                return None
+            gen, exp = gen + r["generated"], exp + r["expanded"]
+            iterations[bound] = iterations.get(bound, 0) + r["generated"]
+            if r["solutions"]:
+                out.update(status="solved", solution=r["solutions"][0])
+                return _finish(out, t0, gen, exp, iterations, h)
+            if r["rest"] or (pieces and time.perf_counter() - t0 >= yield_after):
+                out.update(status="yield", rest=[(list(p), f) for p, f in r["rest"]] +
+                           [(list(p), f) for p, f in pieces])
+                return _finish(out, t0, gen, exp, iterations, h)
+        if not whole:
+            out.update(status="done")
+            return _finish(out, t0, gen, exp, iterations, h)
+        if bound >= limit:
+            out.update(status="proven", bound=bound)
+            return _finish(out, t0, gen, exp, iterations, h)
+        bound, pieces = bound + 1, None
+        out["bound"] = bound
+        if time.perf_counter() - t0 >= yield_after:   # the next iteration from its start
+            out.update(status="yield", rest=None)
+            return _finish(out, t0, gen, exp, iterations, h)
+
+
+def _finish(out, t0, gen, exp, iterations, h):
+    out.update(generated=gen, expanded=exp, seconds=time.perf_counter() - t0,
+               iterations=iterations, memory=h.memory)
+    return out
+
+
+class EchoTask(Task):
+    """Returns its value: how a finished cube's result is written to the journal (the
+    journal records task results, so the master has one task carry it)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def run(self, ctx):
+        """The value, unchanged."""
+        return self.value
+
+
+@dataclass(order=True)
+class CubeJob:
+    """The master's record of one cube of the batch."""
+    order: tuple
+    index: int = field(compare=False)
+    entry: Entry = field(compare=False)
+    bound: int = field(compare=False, default=0)
+    pieces: list = field(compare=False, default=None)   # heap of (order key, prefix, first)
+    whole: list = field(compare=False, default=None)    # waits whole with these pieces
+    waiting_whole: bool = field(compare=False, default=False)
+    split: bool = field(compare=False, default=False)       # iteration out in pieces
+    out: int = field(compare=False, default=0)
+    rounds: list = field(compare=False, default_factory=list)
+    generated: int = field(compare=False, default=0)
+    expanded: int = field(compare=False, default=0)
+    busy: float = field(compare=False, default=0.0)
+    tasks: int = field(compare=False, default=0)
+    ranks: set = field(compare=False, default_factory=set)
+    iterations: dict = field(compare=False, default_factory=dict)
+    started: float = field(compare=False, default=None)
+    result: dict = field(compare=False, default=None)
+
+
+def predicted_cost(h_value, scramble_length=None):
+    """Korf's estimate of a cube's IDA* size relative to another's: BRANCHING^(L - h),
+    with L the scramble's length (an upper bound on the optimal one) or 18."""
+    length = TYPICAL_LENGTH if scramble_length is None else min(scramble_length,
+                                                                 TYPICAL_LENGTH)
+    return BRANCHING ** max(length - h_value, 0)
+
+
+def journal_name(cube, heuristic, limit):
+    """The journal round that holds a finished cube's result (named after its content, so a
+    resumed batch finds it on any line)."""
+    return f"rubik-cube/{heuristic}/{limit}/{cube.facelets()}"
+
+
+class BatchSolver:
+    """The master's scheduler of a batch (see the module docstring). ``h``: the master's
+    :class:`~.solver.Heuristic` (lower bounds for the order only); ``spec``: what workers
+    load, ``(heuristic, cache_dir, max_depth, inverse, memory)``."""
+
+    def __init__(self, farm, h, spec, limit=None, symmetry=True,
+                 whole_yield=WHOLE_YIELD_SECONDS, piece_yield=YIELD_SECONDS):
+        self.farm, self.h, self.spec = farm, h, spec
+        self.limit = check_limit(limit)
+        self.symmetry = symmetry
+        self.whole_yield, self.piece_yield = whole_yield, piece_yield
+        self.nworkers = max(getattr(farm, "num_workers", 1) or 1, 1)
+        self.run_id = uuid.uuid4().hex[:12]
+        self.rounds = {}            # open Round -> the CubeJob it searches for (None: echo)
+        self.nrounds = 0
+
+    def solve(self, entries):
+        """Solve the valid entries; yields ``(entry, result dict)`` as cubes finish (a
+        cube's result is resumed from the journal where it is there)."""
+        jobs = []
+        journal = getattr(self.farm, "journal", None)
+        for i, e in enumerate(entries):
+            if e.cube is None:
+                continue
+            if journal is not None:
+                done = journal.completed(journal_name(e.cube, self.h.name, self.limit))
+                if 0 in done:
+                    yield e, dict(done[0], resumed=True)
+                    continue
+            hv = self.h.h(e.cube)
+            if e.cube.is_solved:
+                yield e, self._result_of_solved(e)
+                continue
+            job = CubeJob((-predicted_cost(hv, e.scramble_length), i), i, e, bound=hv)
+            job.whole, job.waiting_whole = None, True
+            jobs.append(job)
+        heapq.heapify(jobs)
+        waiting = []            # started cubes waiting to go out whole: (order, index, job)
+        splitting = []          # cubes whose current iteration goes out in pieces
+        active = 0              # cubes started and not finished
+        cap = 2 * self.nworkers
+        self.out = 0            # tasks sent and not answered (echoes aside)
+        try:
+            while jobs or waiting or active or self.rounds:
+                while self.out < cap:
+                    job, task = self._next(jobs, waiting, splitting)
+                    if job is None:
+                        break
+                    if job.started is None:
+                        job.started = time.perf_counter()
+                        active += 1
+                    self._send(job, task)
+                self.farm.step()
+                for rnd, slot in list(self.rounds.items()):
+                    job = slot[0]
+                    for batch in rnd.drain():
+                        if batch.errors:
+                            raise next(iter(batch.errors.values()))
+                        for r in batch.values:
+                            slot[1] -= 1
+                            if job is None:
+                                continue        # an echo for the journal
+                            self.out -= 1
+                            job.out -= 1
+                            if self._take(job, r, jobs, waiting, splitting):
+                                active -= 1
+                                yield job.entry, job.result
+                    if rnd.finished:
+                        self._close(rnd)
+        finally:
+            for rnd in list(self.rounds):
+                self._close(rnd)
+
+    def _close(self, rnd):
+        """Close a round; tasks it never answered (cancelled) no longer count as out."""
+        job, pending = self.rounds.pop(rnd)
+        rnd.close()
+        if job is not None:
+            if rnd in job.rounds:
+                job.rounds.remove(rnd)
+            if pending:
+                self.out -= pending
+                job.out -= pending
+
+    # ---------------------------------------------------------------- dispatch
+    def _next(self, jobs, waiting, splitting):
+        """The next task: a piece of a cube being split, else a started cube waiting whole,
+        else the next cube by predicted cost."""
+        while splitting:
+            job = splitting[0]
+            if job.result is not None or not job.pieces:
+                splitting.pop(0)
+                continue
+            _, prefix, first = heapq.heappop(job.pieces)
+            return job, self._task(job, [(prefix, first)], whole=False,
+                                   yield_after=self.piece_yield)
+        if waiting:
+            _, _, job = heapq.heappop(waiting)
+            job.waiting_whole = False
+            return job, self._task(job, job.whole, whole=True, yield_after=self._whole_yield(jobs))
+        if jobs:
+            job = heapq.heappop(jobs)
+            job.waiting_whole = False
+            return job, self._task(job, None, whole=True, yield_after=self._whole_yield(jobs))
+        return None, None
+
+    def _whole_yield(self, jobs):
+        """A whole cube yields early once few cubes wait: it may be split soon."""
+        return self.whole_yield if len(jobs) >= self.nworkers else self.piece_yield
+
+    def _task(self, job, pieces, whole, yield_after):
+        return PieceTask(job.index, _state(job.entry.cube), job.bound, pieces, self.limit,
+                         self.spec, whole, yield_after, self.symmetry)
+
+    def _send(self, job, task):
+        """One task in a round of its own, so that a cube's other pieces can be cancelled
+        when one finds the solution (names unique to this run: never resumed from the
+        journal)."""
+        self.nrounds += 1
+        rnd = self.farm.open([task], name=f"rubik-batch/{self.run_id}/{self.nrounds}",
+                             chunksize=1, tail_duplication=False, eager=True)
+        self.rounds[rnd] = [job, 1]
+        job.rounds.append(rnd)
+        job.out += 1
+        job.tasks += 1
+        self.out += 1
+
+    # ---------------------------------------------------------------- results
+    def _take(self, job, r, jobs, waiting, splitting):
+        """Take one task's result for ``job``; True when the cube is finished."""
+        if r is None or job.result is not None:
+            return False            # cancelled, or the cube was finished by another piece
+        job.generated += r["generated"]
+        job.expanded += r["expanded"]
+        job.busy += r["seconds"]
+        job.ranks.add(r["rank"])
+        job.memory = r.get("memory", "")
+        for b, n in r["iterations"].items():
+            job.iterations[b] = job.iterations.get(b, 0) + n
+        status = r["status"]
+        if status == "solved":
+            self._done(job, r["bound"], r["solution"])
+            return True
+        if status == "proven":
+            self._done(job, r["bound"] + 1, None)
+            return True
+        if status == "yield":
+            job.bound = r["bound"]
+            tail = not jobs and self.nworkers > 1 and r["rest"] is not None
+            if job.split or tail:
+                job.split = True    # the tail (or already split): pieces for idle workers
+                self._push(job, r["rest"])
+                if job not in splitting:
+                    splitting.append(job)
+            else:                   # back whole, ahead of the cubes not started
+                job.whole, job.waiting_whole = r["rest"], True
+                heapq.heappush(waiting, (job.order, job.index, job))
+            return False
+        # "done": a piece of a split iteration is exhausted
+        if job.out == 0 and not job.pieces:
+            if job.bound >= self.limit:
+                self._done(job, job.bound + 1, None)
+                return True
+            job.bound += 1          # the iteration is exhausted: the next one, whole
+            job.split, job.pieces, job.whole, job.waiting_whole = False, None, None, True
+            heapq.heappush(waiting, (job.order, job.index, job))
+        return False
+
+    def _push(self, job, pieces):
+        if job.pieces is None:
+            job.pieces = []
+        for prefix, first in pieces:
+            key = tuple(prefix) + ((first,) if first is not None else ())
+            heapq.heappush(job.pieces, (key, list(prefix), first))
+
+    def _done(self, job, bound, solution):
+        for rnd in job.rounds:
+            if rnd in self.rounds and not rnd.finished:
+                rnd.cancel(wait=False)
+        job.rounds, job.pieces, job.split = [], None, False
+        cube = job.entry.cube
+        res = {"line": job.entry.line, "input": job.entry.text, "facelets": cube.facelets(),
+               "length": None if solution is None else len(solution),
+               "moves": None if solution is None else format_moves(solution),
+               "lower_bound": bound, "generated": job.generated, "expanded": job.expanded,
+               "seconds": time.perf_counter() - job.started, "busy_seconds": job.busy,
+               "tasks": job.tasks, "workers": sorted(job.ranks),
+               "iterations": {int(b): n for b, n in sorted(job.iterations.items())},
+               "tables": getattr(job, "memory", "")}
+        if solution is not None:
+            res["verified"] = bool(cube.apply(solution).is_solved)
+        job.result = res
+        if getattr(self.farm, "journal", None) is not None:
+            self.nrounds += 1
+            rnd = self.farm.open([EchoTask(res)], chunksize=1,
+                                 name=journal_name(cube, self.h.name, self.limit))
+            self.rounds[rnd] = [None, 1]
+
+    def _result_of_solved(self, e):
+        return {"line": e.line, "input": e.text, "facelets": e.cube.facelets(), "length": 0,
+                "moves": "", "lower_bound": 0, "generated": 0, "expanded": 0, "seconds": 0.0,
+                "busy_seconds": 0.0, "tasks": 0, "workers": [], "iterations": {},
+                "verified": True}
+
+
+def summary(results, errors, seconds, workers):
+    """The batch's summary: cubes, cubes/s (and per worker), lengths, the slowest cube."""
+    lengths = {}
+    for r in results:
+        key = "unsolved" if r["length"] is None else r["length"]
+        lengths[key] = lengths.get(key, 0) + 1
+    slowest = max(results, key=lambda r: r["seconds"], default=None)
+    gen = sum(r["generated"] for r in results)
+    busy = sum(r["busy_seconds"] for r in results)
+    return {"cubes": len(results), "errors": len(errors), "seconds": seconds,
+            "cubes_per_second": len(results) / seconds if seconds > 0 else None,
+            "workers": workers,
+            "cubes_per_second_per_worker": (len(results) / seconds / workers
+                                            if seconds > 0 else None),
+            "lengths": {str(k): v for k, v in sorted(lengths.items(),
+                                                      key=lambda kv: (kv[0] == "unsolved",
+                                                                      str(kv[0]).zfill(3)))},
+            "slowest": None if slowest is None else {
+                "line": slowest["line"], "seconds": slowest["seconds"],
+                "length": slowest["length"]},
+            "generated": gen, "nodes_per_second": gen / busy if busy > 0 else None,
+            "resumed": sum(1 for r in results if r.get("resumed"))}
