@@ -4,9 +4,12 @@ All messages are pickled tuples sent through :class:`pyfw.comm.Comm` on the farm
 duplicated communicator; tags are fixed, identifiers ride in the payload.
 
 master -> worker, tag WORK:
-    (cid, rid, ids, payload)            a chunk; ``ids`` a range or list, ``payload`` the
+    (cid, rid, ids, payload, group)     a chunk; ``ids`` a range or list, ``payload`` the
                                         pickled ``(fn, items)``: ``fn`` is None for Task items,
-                                        else ``(function, star)`` applied to each item. The
+                                        else ``(function, star, with_comm)`` applied to each
+                                        item (``with_comm``: called as fn(comm, item)).
+                                        ``group``: None, or the id of the group of ranks that
+                                        runs this chunk together (every member gets it). The
                                         payload is unpickled apart so that a task whose class
                                         cannot be imported on the worker fails alone, with
                                         an error the master can attribute, and never hangs
@@ -17,14 +20,20 @@ master -> worker, tag CTRL:
     ("stop", reason or None, failed)    leave the serve loop (reason: the master's error;
                                         failed: ranks known dead, so the worker bounds its
                                         MPI_Finalize, see pyfw.comm.bound_finalize)
+    ("group", gid, members)             make the group's communicator (members: farm ranks,
+                                        the root first; collective over the members)
+    ("ungroup", gid)                    free it: the rank serves alone again
 worker -> master, tag DONE:
     (cid, rid, ids, values, errors, stats, status)
         ids/values: the tasks completed, ids ascending (the master's in-order delivery
         relies on it); errors: [(position, error_info), ...]
         stats: (ntasks, sum_t, sum_t2, busy_s, idle_s, t_got, t_done) (worker clock)
-        status: "ok", "aborted" (cancelled part-way), "dropped" (never started) or
+        status: "ok", "aborted" (cancelled part-way), "dropped" (never started),
         "partial" (results so far of a long chunk, sent every PARTIAL_EVERY seconds so
-        results and speed estimates keep flowing; the chunk stays in flight)
+        results and speed estimates keep flowing; the chunk stays in flight) or, from a
+        member of a group, "released" (its task was interrupted because another member
+        failed: its error is not the task's). A group's members all reply; the values
+        are the root's (the others send None).
 worker -> master, tag CTRL:
     ("hello", host, pid, setup_error)   once, after the setup function ran
     ("pong", t)
@@ -47,7 +56,7 @@ WORK = 11
 CTRL = 12
 DONE = 13
 
-OK, ABORTED, DROPPED, PARTIAL = "ok", "aborted", "dropped", "partial"
+OK, ABORTED, DROPPED, PARTIAL, RELEASED = "ok", "aborted", "dropped", "partial", "released"
 PARTIAL_EVERY = 0.05
 
 
@@ -79,6 +88,7 @@ class Work(NamedTuple):
     rid: int
     ids: Any              # a range or a list of task ids
     payload: bytes        # pickled (fn, items)
+    group: int | None = None   # the group that runs it together, if any
 
 
 class Stats(NamedTuple):
@@ -108,9 +118,9 @@ def pack_done(cid, rid, ids, values, errors, stats: Stats | None, status) -> tup
     return (cid, rid, ids, values, errors, None if stats is None else tuple(stats), status)
 
 
-def pack_work(cid, rid, ids, payload) -> tuple:
+def pack_work(cid, rid, ids, payload, group=None) -> tuple:
     """A WORK message for the wire."""
-    return (cid, rid, ids, payload)
+    return (cid, rid, ids, payload, group)
 
 
 def read_done(msg) -> Reply:
@@ -138,6 +148,7 @@ class Ctrl(NamedTuple):
 _CTRL_FIELDS = {
     "cancel": ("rid",), "skip": ("cids",), "ping": ("t",), "pong": ("t",),
     "stop": ("reason", "failed"), "hello": ("host", "pid", "setup_error"),
+    "group": ("gid", "members"), "ungroup": ("gid",),
     "substats": ("rows", "own"),
 }
 

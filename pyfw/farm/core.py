@@ -76,12 +76,13 @@ class EngineCore:
 
     # ---------------------------------------------------------------- rounds
     def start_round(self, source, fn=None, star=False, total=None, policy=None, name=None,
-                    window=None, skip=None) -> RoundState:
-        """Open a round over ``source`` (tasks, or items for ``fn``); returns its state."""
+                    window=None, skip=None, ranks=None) -> RoundState:
+        """Open a round over ``source`` (tasks, or items for ``fn``; ``ranks``: how many
+        ranks each task runs on, see :class:`RoundState`); returns its state."""
         self.check_broken()
         rid = next(self._rid)
         rnd = RoundState(rid, source, fn, star, total, policy, name or f"round-{rid}",
-                         window, skip)
+                         window, skip, ranks)
         self.rounds[rid] = rnd
         return rnd
 
@@ -123,7 +124,7 @@ class EngineCore:
                 tries = rnd.attempts[tid] = counted + 1
                 self.failures += 1
                 if tries <= self.retries and items is not None:
-                    rnd.retry.append((tid, items[pos]))
+                    rnd.requeue([(tid, items[pos])], front=False)
                     continue
                 errs[len(out_ids)] = make_task_error(tid, rank, info, tries)
             out_ids.append(tid)

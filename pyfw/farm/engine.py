@@ -16,12 +16,14 @@ from __future__ import annotations
 import itertools
 import math
 import pickle
+import sys
 import time
 
 from ..comm import Backoff, Comm
 from ..errors import PeerFailure, TaskSerializationError
 from . import _protocol as P
 from .core import EngineCore, WorkerRecord, summary_row
+from .groups import Group, GroupRun, Groups
 from .recovery import Recovery
 from .rounds import Chunk, RoundState
 from .policies import Pipeline, Policy
@@ -53,15 +55,16 @@ class Engine(EngineCore):
         self.backoff = Backoff()
         self.recovery = Recovery(self, self._send, max_attempts, task_timeout,
                                  comm.cancel_sends_to)
+        self.groups = Groups(self, self._post, self._send_group)
         for r in self.workers:
             self._post(P.ctrl("ping", time.perf_counter()), r)
 
     # ---------------------------------------------------------------- public
     def start_round(self, source, fn=None, star=False, total=None, policy: Policy = None,
-                    name=None, window=None, skip=None) -> RoundState:
+                    name=None, window=None, skip=None, ranks=None) -> RoundState:
         """Open a round over ``source`` (tasks or items for ``fn``); returns its state."""
         first = not self.rounds
-        rnd = super().start_round(source, fn, star, total, policy, name, window, skip)
+        rnd = super().start_round(source, fn, star, total, policy, name, window, skip, ranks)
         policy.start(total, max(1, len(self.alive_workers())))
         if first:
             # task durations differ from round to round (IDA* iterations grow ~13x): measure
@@ -90,6 +93,9 @@ class Engine(EngineCore):
         self.check_broken()
         progressed = self._drain()
         self.recovery.check_timeouts()
+        stuck = self.groups.stuck(time.perf_counter())
+        if stuck is not None:
+            self._abort_stuck(stuck)
         if self._dispatch():
             progressed = True
         if progressed:
@@ -99,7 +105,7 @@ class Engine(EngineCore):
             try:
                 self.comm.progress()
             except PeerFailure as exc:
-                self.recovery.lost(exc.ranks)
+                self._lost(exc.ranks)
             if wait:
                 t0 = time.perf_counter()
                 self._cap_idle_sleep(t0)
@@ -150,7 +156,18 @@ class Engine(EngineCore):
         try:
             self.comm.isend(msg, rank, P.CTRL)
         except PeerFailure as exc:
-            self.recovery.lost(exc.ranks)
+            self._lost(exc.ranks)
+
+    def _lost(self, ranks) -> None:
+        """Workers died: a group with a dead member is dissolved (its task is lost with the
+        member, and the survivors no longer hold it), then the recovery requeues."""
+        for r in ranks:
+            for chunk in self.groups.lost(r):
+                for m in chunk.group.group.members:
+                    w = self.workers.get(m)
+                    if m != r and w is not None and chunk in w.inflight:
+                        w.inflight.remove(chunk)
+        self.recovery.lost(ranks)
 
     def _drain(self) -> bool:
         comm = self.comm
@@ -159,7 +176,7 @@ class Engine(EngineCore):
             try:
                 got = comm.poll()
             except PeerFailure as exc:
-                self.recovery.lost(exc.ranks)
+                self._lost(exc.ranks)
                 progressed = True
                 continue
             if got is None:
@@ -190,9 +207,14 @@ class Engine(EngineCore):
             self.substats[src] = (a["rows"], a["own"])
 
     def _on_done(self, msg, src) -> None:
-        cid, rid, ids, values, errors, stats, status = P.read_done(msg)
+        reply = P.read_done(msg)
+        cid, rid, ids, values, errors, stats, status = reply
         w = self.workers[src]
         now = time.perf_counter()
+        group_chunk = self.chunks.get(cid)
+        if group_chunk is not None and group_chunk.group is not None:
+            self._on_group_done(group_chunk, w, reply, now)
+            return
         if status == P.PARTIAL:
             chunk = self.chunks.get(cid)
             if chunk is not None:
@@ -236,6 +258,47 @@ class Engine(EngineCore):
         if status != P.OK:
             self.recovery.reconcile(chunk)
 
+    def _abort_stuck(self, chunk: Chunk) -> None:
+        """Without ULFM, members waiting in a collective for a member whose task raised
+        cannot be released: end the job with the task's error rather than hang."""
+        run: GroupRun = chunk.group
+        rank, info = run.errors[0]
+        print(f"pyfw farm: task {list(chunk.ids)} of {chunk.rnd.name} raised on rank {rank} "
+              f"({info.exc_type}: {info.message}) while rank(s) {sorted(run.waiting)} of its "
+              f"group still wait in it; without ULFM (pyfw-run --ft) they cannot be "
+              f"released, so the job ends here.{info.traceback}", file=sys.stderr, flush=True)
+        self.comm.mpi.Abort(70)
+
+    def _on_group_done(self, chunk: Chunk, w: WorkerRecord, reply: P.Reply, now) -> None:
+        """One member of a group answered; once all have, the task's result (the root's)
+        or its error (a member's own, not one caused by the group's failure) counts."""
+        try:
+            w.inflight.remove(chunk)
+        except ValueError:
+            pass
+        st = P.read_stats(reply.stats)
+        if st is not None:
+            w.stats.record(st.ntasks, st.sum_t, st.sum_t2, st.busy_s, st.idle_s)
+        if not self.groups.on_reply(chunk, w.rank, reply):
+            return
+        self.chunks.pop(chunk.cid, None)
+        run: GroupRun = chunk.group
+        self.groups.finish(chunk)
+        rnd = chunk.rnd
+        if rnd.cancelled or rnd.rid not in self.rounds:
+            return
+        root = run.reply
+        if run.errors:
+            rank, info = min(run.errors, key=lambda e: e[0] != chunk.rank)   # the root's first
+            ids, values, errs = self.settle_failures(rnd, chunk.ids, [None], {0: info}, rank,
+                                                     chunk.items, chunk.tries or {})
+            if ids:
+                self.deliver(rnd, ids, values, errs, rank)
+        elif root is not None and root.status == P.OK and root.ids and not run.released:
+            self.deliver(rnd, root.ids, root.values, None, chunk.rank)
+        else:   # interrupted (a member died or it was cancelled): it runs again
+            self.recovery.reconcile(chunk)
+
     # ---------------------------------------------------------------- dispatch
     def _outstanding(self, w: WorkerRecord, now: float) -> float:
         mean = w.stats.mean_recent
@@ -249,8 +312,12 @@ class Engine(EngineCore):
         active = [r for r in self.rounds.values() if r.has_pending()]
         sent = False
         now = time.perf_counter()
+        groups = self.groups
+        if groups.groups or groups.reserved or any(r.wide for r in active):
+            sent = groups.dispatch(active, now)
         pipeline = self.pipeline
-        workers = sorted(self.alive_workers(), key=lambda w: len(w.inflight))
+        workers = sorted((w for w in self.alive_workers() if not groups.busy(w)),
+                         key=lambda w: len(w.inflight))
         if not active:
             if self.tail_duplication and any(not w.inflight for w in workers):
                 sent = self.recovery.duplicate_tail(workers, now)
@@ -285,28 +352,50 @@ class Engine(EngineCore):
                 sent = True
         return sent
 
-    def _send(self, w: WorkerRecord, rnd: RoundState, ids, items, now) -> Chunk | None:
-        cid = next(self._cid)
-        if not isinstance(ids, range) and ids[-1] - ids[0] == len(ids) - 1:
-            ids = range(ids[0], ids[-1] + 1)  # consecutive after all: send it compactly
-        wire_ids = ids
+    def _pack(self, cid, rnd: RoundState, ids, items, group=None) -> bytes:
+        """The WORK message of a chunk (TaskSerializationError naming what cannot pickle)."""
         try:
-            data = Comm.dumps(P.pack_work(cid, rnd.rid, wire_ids,
-                                          Comm.dumps((rnd.wire_fn, items))))
+            return Comm.dumps(P.pack_work(cid, rnd.rid, ids, Comm.dumps((rnd.wire_fn, items)),
+                                          group))
         except Exception as exc:
             try:
                 self._unpicklable(rnd, ids, items, exc)
             except TaskSerializationError as err:
                 err.round_name = rnd.name  # a caller driving several rounds fails this one
                 raise
+
+    def _send_group(self, g: Group, rnd: RoundState, ids, items, now) -> Chunk | None:
+        """Send a multi-rank task to every member of group ``g`` (the root answers with the
+        result, every member with its status)."""
+        cid = next(self._cid)
+        data = self._pack(cid, rnd, ids, items, g.gid)
+        chunk = Chunk(cid, rnd, ids, items, g.members[0], now)
+        chunk.group = GroupRun(g)
+        g.chunk = chunk
+        self.chunks[cid] = chunk
+        for r in g.members:
+            self.workers[r].inflight.append(chunk)
+        for r in g.members:
+            try:
+                self.comm.isend_bytes(data, r, P.WORK)
+            except PeerFailure as exc:
+                self._lost(exc.ranks)
+                return None
+        return chunk
+
+    def _send(self, w: WorkerRecord, rnd: RoundState, ids, items, now) -> Chunk | None:
+        cid = next(self._cid)
+        if not isinstance(ids, range) and ids[-1] - ids[0] == len(ids) - 1:
+            ids = range(ids[0], ids[-1] + 1)  # consecutive after all: send it compactly
+        data = self._pack(cid, rnd, ids, items)
         chunk = Chunk(cid, rnd, ids, items, w.rank, now)
         if w.inflight:
             chunk.t_head = math.inf  # becomes the head when the one before it comes back
         try:
             self.comm.isend_bytes(data, w.rank, P.WORK)
         except PeerFailure as exc:
-            rnd.retry.extendleft(reversed(list(zip(ids, items))))
-            self.recovery.lost(exc.ranks)
+            rnd.requeue(list(zip(ids, items)))
+            self._lost(exc.ranks)
             return None
         if not w.inflight:
             chunk.t_head = now

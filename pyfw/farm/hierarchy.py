@@ -176,10 +176,11 @@ class SubMaster(WorkerLoop):
                            [(p, info) for p in range(len(ids))],
                            P.Stats(0, 0.0, 0.0, 0.0, 0.0, t_got, time.perf_counter()), P.OK)
                 continue
-            func, star = fn if fn is not None else (None, False)
+            func, star, with_comm = fn if fn is not None else (None, False, False)
             rnd = self.engine.start_round(items, fn=func, star=star, total=len(items),
                                           policy=make_policy(self.policy),
-                                          name=f"chunk-{cid}")
+                                          name=f"chunk-{cid}",
+                                          ranks=1 if with_comm else None)
             rnd.tail_duplication = self.engine.tail_duplication
             self.forwards[rnd.rid] = _Forward(cid, rid, ids, t_got, rnd)
         return took
@@ -276,7 +277,8 @@ class SubMaster(WorkerLoop):
                 continue
             values, failures = [], []
             t0 = time.perf_counter()
-            run_items(items, rnd.fn, rnd.star, self.ctx, values, failures)
+            run_items(items, rnd.fn, rnd.star, self.ctx, values, failures,
+                      with_comm=rnd.ranks is not None)
             dt = time.perf_counter() - t0
             comm = self.comm
             failed = {pos: error_info(exc, comm.rank, comm.size, comm.host)

@@ -125,6 +125,9 @@ class Farm:
                                  max_attempts=max_attempts, retries=retries,
                                  tail_duplication=tail_duplication,
                                  workers=self._layout.top_workers if self._layout else None)
+            if self._layout is not None:   # groups of direct workers only
+                lay = self._layout
+                self.engine.groups.eligible = lambda w: lay.role(w.rank) == "worker"
         if journal is not None:
             self.journal = Journal(journal)
         self._ticker = None
@@ -223,7 +226,7 @@ class Farm:
     def open(self, tasks_or_fn, *iterables, star: bool = False, total: int | None = None,
              name: str | None = None, policy=None, chunksize: int | None = None,
              window: int | None = None, tail_duplication: bool | None = None,
-             eager: bool = False) -> "Round":
+             eager: bool = False, ranks=None) -> "Round":
         """Start a round and return at once: the non-blocking face of the farm.
 
         The caller drives the farm with :meth:`step`, collects results with
@@ -234,10 +237,11 @@ class Farm:
         ``eager=True`` sends this round's chunks as soon as a worker's pipeline depth has
         room, instead of when its queued work runs low: for a caller that bounds the tasks
         it keeps open itself, with task times the farm cannot predict (a worker that
-        finishes early would otherwise wait a round trip for its next task).
+        finishes early would otherwise wait a round trip for its next task). ``ranks``:
+        multi-rank tasks, as in :meth:`map`.
         """
         state = self._start(tasks_or_fn, iterables, name, policy, chunksize, window, star,
-                            total)
+                            total, ranks)
         if tail_duplication is not None:
             state.tail_duplication = tail_duplication
         state.eager = bool(eager)
@@ -266,7 +270,7 @@ class Farm:
 
     def map(self, tasks_or_fn, *iterables, unordered: bool = False,
             chunksize: int | None = None, name: str | None = None, policy=None,
-            window: int | None = None, total: int | None = None) -> Iterator:
+            window: int | None = None, total: int | None = None, ranks=None) -> Iterator:
         """Run tasks and yield their results.
 
         ``map(tasks)`` runs Task objects; ``map(fn, xs[, ys...])`` applies a picklable function
@@ -277,23 +281,32 @@ class Farm:
         of tasks when the source has no ``len`` (a generator), for the progress line, the
         dashboard's "left" and ETA, and the first chunk sizes (``operator.length_hint`` is
         asked otherwise).
+
+        ``ranks=k`` makes every task an MPI-parallel one: it runs on a group of ``k``
+        workers, ``fn(comm, item)`` on each of them with ``comm`` the group's communicator
+        (size ``k``), and its result is what the group's rank 0 returns. ``ranks`` may be
+        a function of the item (tasks of several widths in one round); Task items may carry
+        a ``ranks`` attribute instead and see the communicator as ``ctx.comm``. Groups are
+        formed from idle workers, inside one node where they fit (docs/farm.md, "Tasks on
+        several ranks").
         """
         return self._map(tasks_or_fn, iterables, unordered, chunksize, name, policy, window,
-                         total=total)
+                         total=total, ranks=ranks)
 
     def starmap(self, fn, iterable, *, unordered: bool = False, chunksize: int | None = None,
                 name: str | None = None, policy=None, window: int | None = None,
-                total: int | None = None) -> Iterator:
-        """``fn(*args)`` for each ``args`` tuple of ``iterable`` (options as in :meth:`map`)."""
+                total: int | None = None, ranks=None) -> Iterator:
+        """``fn(*args)`` for each ``args`` tuple of ``iterable`` (options as in :meth:`map`;
+        with ``ranks``, ``fn(comm, *args)``)."""
         return self._map(fn, (iterable,), unordered, chunksize, name, policy, window,
-                         star=True, total=total)
+                         star=True, total=total, ranks=ranks)
 
     def _map(self, tasks_or_fn, iterables, unordered, chunksize, name, policy, window,
-             star=False, total=None) -> Iterator:
+             star=False, total=None, ranks=None) -> Iterator:
         self._require_master("map")
         window = None if unordered else (window or DEFAULT_WINDOW)
         rnd = self.open(tasks_or_fn, *iterables, star=star, total=total, name=name,
-                        policy=policy, chunksize=chunksize, window=window)
+                        policy=policy, chunksize=chunksize, window=window, ranks=ranks)
         return self._unordered(rnd) if unordered else self._ordered(rnd)
 
     def cancel_pending(self) -> None:
@@ -341,7 +354,7 @@ class Farm:
             raise FarmBroken("the farm is closed")
 
     def _start(self, tasks_or_fn, iterables, name, policy, chunksize, window,
-               star=False, total=None) -> RoundState:
+               star=False, total=None, ranks=None) -> RoundState:
         self._require_master("round")
         if iterables:
             fn = tasks_or_fn
@@ -369,7 +382,8 @@ class Farm:
         if self.journal is not None:
             rname = name or f"round-{self.journal.next_round()}"
             skip = self.journal.completed(rname)
-        return self.engine.start_round(source, fn, star, total, pol, rname, window, skip)
+        return self.engine.start_round(source, fn, star, total, pol, rname, window, skip,
+                                       ranks)
 
     def _ordered(self, rnd: "Round"):
         order = InOrder()

@@ -48,7 +48,7 @@ class Recovery:
             return
         pending = [(tid, item) for tid, item in zip(chunk.ids, chunk.items)
                    if tid not in rnd.done]
-        rnd.retry.extendleft(reversed(pending))  # first in line again, in their order
+        rnd.requeue(pending)  # first in line again, in their order
 
     def lost(self, ranks) -> None:
         """Workers died: requeue their unfinished tasks (quarantine repeat offenders)."""
@@ -100,7 +100,7 @@ class Recovery:
             if not w.inflight:
                 continue
             head = w.inflight[0]
-            if head.twin is not None or head.rnd.cancelled:
+            if head.twin is not None or head.rnd.cancelled or head.group is not None:
                 continue
             if now - head.t_head > self.task_timeout * len(head.ids):
                 self.count_loss(head)
@@ -159,7 +159,8 @@ class Recovery:
                     if pos == 0:
                         end = max(end, now + (now - start))
                     t = end
-                    if c.twin is not None or c.rnd.cancelled or not c.rnd.tail_duplication:
+                    if (c.twin is not None or c.rnd.cancelled or not c.rnd.tail_duplication
+                            or c.group is not None):
                         continue
                     left = end - now
                     # a copy pays if it would finish here sooner than it finishes there

@@ -10,7 +10,7 @@ import itertools
 import pickle
 from collections import deque
 
-from ..errors import RemoteTraceback, TaskError
+from ..errors import ConfigurationError, RemoteTraceback, TaskError
 from . import _protocol as P
 from .policies import Policy
 
@@ -102,7 +102,7 @@ class RoundState:
         self.task_time[rank] = per_task if before is None else 0.7 * before + 0.3 * per_task
 
     def __init__(self, rid, source, fn, star, total, policy: Policy, name, window=None,
-                 skip=None):
+                 skip=None, ranks=None):
         self.rid, self.fn, self.star, self.total = rid, fn, star, total
         self.name = name
         self.source = iter(source)
@@ -125,7 +125,40 @@ class RoundState:
         self.skip = skip or {}           # tid -> value already known (journal)
         self.tail_duplication = True     # idle workers may get copies of its last chunks
         self.eager = False               # send as the depth allows, not at the lead time
-        self.wire_fn = None if fn is None else (fn, star)
+        # multi-rank tasks: ``ranks`` an int or item -> int (functions are then called as
+        # fn(comm, item)); Task items may carry a ``ranks`` attribute of their own
+        self.ranks = ranks
+        self.wide: deque = deque()       # (tid, item, k): tasks for groups of k > 1 ranks
+        self._may_be_wide = fn is None or callable(ranks) or (ranks or 1) > 1
+        self.wire_fn = None if fn is None else (fn, star, ranks is not None)
+
+    def width(self, item) -> int:
+        """How many ranks the task ``item`` runs on."""
+        ranks = self.ranks
+        if ranks is None:
+            ranks = getattr(item, "ranks", 1) if self.fn is None else 1
+        elif callable(ranks):
+            ranks = ranks(item)
+        if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
+            raise ConfigurationError(f"a task's ranks must be a positive int, got {ranks!r}")
+        return ranks
+
+    def requeue(self, pairs, front: bool = True) -> None:
+        """Send these ``(tid, item)`` again, first in line (multi-rank tasks to their own
+        queue)."""
+        narrow, wide = [], []
+        for tid, item in pairs:
+            k = self.width(item) if self._may_be_wide else 1
+            if k > 1:
+                wide.append((tid, item, k))
+            else:
+                narrow.append((tid, item))
+        if front:
+            self.retry.extendleft(reversed(narrow))
+            self.wide.extendleft(reversed(wide))
+        else:
+            self.retry.extend(narrow)
+            self.wide.extend(wide)
 
     # ---------------------------------------------------------------- task supply
     def _refill(self, want: int) -> None:
@@ -150,7 +183,25 @@ class RoundState:
                     ids.append(tid)
                     kept.append(item)
             items, self.buf_ids = kept, ids
+        if self._may_be_wide and items:
+            self._set_aside_wide(start, items)
+            return
         self.buf = items
+
+    def _set_aside_wide(self, start: int, items: list) -> None:
+        """Move the multi-rank tasks of a block just read to ``wide``; the rest stay."""
+        ids = self.buf_ids if self.buf_ids is not None else range(start, start + len(items))
+        kept_ids, kept = [], []
+        for tid, item in zip(ids, items):
+            k = self.width(item)
+            if k > 1:
+                self.wide.append((tid, item, k))
+            else:
+                kept_ids.append(tid)
+                kept.append(item)
+        if len(kept) < len(items):
+            self.buf_ids = kept_ids
+        self.buf = kept
 
     def _buffered(self) -> int:
         return len(self.buf) - self.buf_pos
@@ -163,7 +214,7 @@ class RoundState:
         """Tasks not yet handed out (exact when the total is known, else read-ahead)."""
         if not self._buffered():
             self._refill(1)
-        left = len(self.retry) + self._buffered()
+        left = len(self.retry) + len(self.wide) + self._buffered()
         if self.total is not None and not self.exhausted:
             left += max(0, self.total - self.next_tid)
         return left
@@ -172,12 +223,12 @@ class RoundState:
         """True while tasks remain to be handed out (read ahead, retries or still in the source)."""
         if self.cancelled:
             return False
-        if self.retry:
+        if self.retry or self.wide:
             return True
         if not self._buffered():
             self._refill(1)
             if not self._buffered():
-                return False
+                return bool(self.wide)   # the block read may hold only multi-rank tasks
         return self.window is None or self._next_tid() < self.window_base + self.window
 
     def take(self, k: int):
@@ -221,13 +272,14 @@ class RoundState:
         """Forget the tasks not handed out yet (the round was cancelled)."""
         self.buf, self.buf_ids, self.buf_pos = [], None, 0
         self.retry.clear()
+        self.wide.clear()
 
     @property
     def finished(self) -> bool:
         """True when every task of the round has a result (or the round was cancelled)."""
         if self.cancelled:
             return True
-        return (self.exhausted and not self._buffered() and not self.retry
+        return (self.exhausted and not self._buffered() and not self.retry and not self.wide
                 and self.total is not None and self.ndone >= self.total)
 
     # ---------------------------------------------------------------- results
@@ -265,7 +317,7 @@ class Chunk:
     """One chunk of a round's tasks sent to one worker, until all its results are back."""
 
     __slots__ = ("cid", "rnd", "ids", "items", "rank", "t_sent", "t_head", "twin", "left",
-                 "tries")
+                 "tries", "group")
 
     def __init__(self, cid, rnd, ids, items, rank, now):
         self.cid, self.rnd, self.ids, self.items, self.rank = cid, rnd, ids, items, rank
@@ -275,6 +327,7 @@ class Chunk:
         self.left = len(ids)  # tasks whose results have not come back yet
         self.t_sent = self.t_head = now
         self.twin = None
+        self.group = None     # a multi-rank task: its GroupRun (pyfw.farm.groups)
 
     def items_of(self, ids) -> list:
         """The tasks with these ``ids`` (some of this chunk's), in that order."""

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import time
 
+from mpi4py import MPI
+
 from ..comm import Comm
 from . import _protocol as P
 from .core import EngineCore, WorkerRecord
+from .groups import refuse
 from .rounds import RoundState
 from .task import Context, run_items
 
@@ -31,6 +34,7 @@ class SerialEngine(EngineCore):
         self.comm = comm
         host = comm.host if comm else "localhost"
         self.ctx = Context(0, 1, host, check=self._cancelled)
+        self.ctx.comm = MPI.COMM_SELF
         self.me = self.workers[0] = WorkerRecord(0, host)
         self.me.hello = True
         self.current: RoundState | None = None
@@ -54,6 +58,9 @@ class SerialEngine(EngineCore):
         rnd = next((r for r in self.rounds.values() if r.has_pending()), None)
         if rnd is None:
             return False
+        while rnd.wide:   # one process cannot run a task on several ranks
+            tid, _, k = rnd.wide.popleft()
+            refuse(self, rnd, tid, k, 1)
         stats = self.me.stats
         mean = stats.mean_recent
         ids, items = rnd.take(1 if mean is None else max(1, min(10_000, int(STEP_S / mean))))
@@ -62,7 +69,8 @@ class SerialEngine(EngineCore):
         values, failures = [], []
         t0 = time.perf_counter()
         try:
-            run_items(items, rnd.fn, rnd.star, self.ctx, values, failures)
+            run_items(items, rnd.fn, rnd.star, self.ctx, values, failures,
+                      with_comm=rnd.ranks is not None)
         finally:
             self.current = None
         dt = time.perf_counter() - t0

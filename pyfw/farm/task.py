@@ -1,6 +1,7 @@
 """What users write: :class:`Task` subclasses (or plain functions), run with a :class:`Context`."""
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, NamedTuple
 
@@ -27,6 +28,8 @@ class Context:
     """Per-worker state handed to every task that worker runs.
 
     * ``rank``, ``size``, ``host``: where the task runs.
+    * ``comm``: the communicator of the ranks that run the task together (an mpi4py
+      ``Intracomm``: its group's for a multi-rank task, ``COMM_SELF`` otherwise).
     * ``state``: a dict that lives as long as the worker (filled by ``setup`` or by tasks).
     * :meth:`resource`: load something once per worker process and reuse it (a big table).
     * :meth:`cancelled`: cooperative cancellation; long tasks should call it between slices
@@ -36,6 +39,7 @@ class Context:
     def __init__(self, rank: int = 0, size: int = 1, host: str = "localhost",
                  check: Callable[[], bool] | None = None):
         self.rank, self.size, self.host = rank, size, host
+        self.comm = None   # set by the engine that runs the task
         self.state: dict[str, Any] = {}
         self._resources: dict[str, Any] = {}
         self._check = check
@@ -71,9 +75,11 @@ class Context:
         self._next_check = 0.0
 
 
-def run_items(items, fn, star: bool, ctx: Context, values: list, failures: list) -> None:
+def run_items(items, fn, star: bool, ctx: Context, values: list, failures: list,
+              with_comm: bool = False) -> None:
     """Run ``items`` in turn, appending each result to ``values``: ``item.run(ctx)`` for Task
-    items (``fn`` None), else ``fn(*item)`` with ``star``, ``fn(item)`` without.
+    items (``fn`` None), else ``fn(*item)`` with ``star``, ``fn(item)`` without; with
+    ``with_comm`` (a multi-rank round) ``fn(ctx.comm, ...)``.
 
     A task that raises fails alone: None takes its place in ``values`` and ``(position in
     values, exception)`` is appended to ``failures``. ``SystemExit`` and
@@ -82,6 +88,8 @@ def run_items(items, fn, star: bool, ctx: Context, values: list, failures: list)
     serial mode and on the master they propagate (docs/farm.md, "When a worker dies").
     The one place where every engine (worker, sub-master, serial) runs a task.
     """
+    if with_comm and fn is not None:
+        fn = functools.partial(fn, ctx.comm)
     for item in items:
         try:
             if fn is None:

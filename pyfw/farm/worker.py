@@ -9,6 +9,7 @@ has nothing to do it sleeps with a capped backoff instead of spinning.
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import pickle
 import sys
@@ -17,6 +18,8 @@ from collections import deque
 from typing import NamedTuple
 
 from .. import exitguard
+from mpi4py import MPI
+
 from ..comm import Backoff, Comm, bound_finalize
 from ..errors import PeerFailure, TaskSerializationError
 from . import _protocol as P
@@ -57,7 +60,9 @@ class WorkerLoop:
         if ctx is None:
             ctx = Context(comm.rank, comm.size, comm.host)
         ctx._check = self._current_cancelled
+        ctx.comm = MPI.COMM_SELF
         self.ctx = ctx
+        self.groups: dict[int, MPI.Intracomm | None] = {}   # gid -> the group's communicator
 
     @property
     def stopping(self) -> bool:
@@ -92,6 +97,10 @@ class WorkerLoop:
             self.drop(lambda work: work.cid in cids)
         elif kind == "ping":
             self.comm.isend(P.ctrl("pong", a["t"]), self.master, P.CTRL)
+        elif kind == "group":
+            self.groups[a["gid"]] = _make_group(self.comm.mpi, a["gid"], a["members"])
+        elif kind == "ungroup":
+            _free_group(self.groups.pop(a["gid"], None))
         elif kind == "stop":
             reason = a["reason"]
             self.stopped = Stopped(Stop.FINISHED if reason is None else Stop.MASTER_ERROR,
@@ -152,6 +161,9 @@ class WorkerLoop:
         if rid in self.cancelled_rounds or cid in self.skipped:
             self.reply(cid, rid, [], [], [], None, P.DROPPED)
             return
+        if chunk.group is not None:
+            self.run_group_chunk(chunk, t_got)
+            return
         unpacked = self._unpack(chunk, t_got)
         if unpacked is None:
             return
@@ -167,7 +179,9 @@ class WorkerLoop:
         clock = time.perf_counter
         t_part = clock()
         partial_at = t_part + P.PARTIAL_EVERY
-        func, star = fn if fn is not None else (None, False)
+        func, star, with_comm = fn if fn is not None else (None, False, False)
+        if with_comm:
+            func = functools.partial(func, ctx.comm)
         total = len(items)
         pos = part = 0
         # Tasks run in sub-batches timed as a whole: one task at a time while they are long,
@@ -200,6 +214,55 @@ class WorkerLoop:
         self.current = None
         self.skipped.discard(cid)
         self.reply(cid, rid, ids[part:pos], values, errors, stats, status)
+
+    def run_group_chunk(self, chunk: P.Work, t_got: float) -> None:
+        """Run a multi-rank task with the other members of its group, on the group's
+        communicator. On a failure here the group's communicator is revoked (ULFM), so
+        members waiting for this rank in a collective are released; their error is then
+        not the task's (status RELEASED)."""
+        cid, rid, ids = chunk.cid, chunk.rid, chunk.ids
+        gcomm = self.groups.get(chunk.group)
+        unpacked = self._unpack(chunk, t_got)
+        if unpacked is None:
+            _revoke(gcomm)
+            return
+        if gcomm is None:      # the group could not be formed (a member died)
+            self.reply(cid, rid, [], [], [], None, P.RELEASED)
+            return
+        fn, items = unpacked
+        func, star, _ = fn if fn is not None else (None, False, False)
+        ctx = self.ctx
+        ctx._begin()
+        ctx.comm = gcomm
+        self.current = (cid, rid)
+        values, failures = [], []
+        t0 = time.perf_counter()
+        try:
+            run_items(items, func, star, ctx, values, failures, with_comm=True)
+        finally:
+            ctx.comm = MPI.COMM_SELF
+            self.current = None
+        t1 = time.perf_counter()
+        status, errors = P.OK, []
+        if failures:
+            _revoke(gcomm)
+            own = [(pos, exc) for pos, exc in failures if not _released(exc)]
+            comm = self.comm
+            errors = [(pos, error_info(exc, comm.rank, comm.size, comm.host))
+                      for pos, exc in own]
+            status = P.OK if own else P.RELEASED
+        elif ctx._cancelled:
+            status = P.ABORTED
+        if status != P.OK:
+            ids, values = [], []             # nothing of it counts: it runs again
+        elif gcomm.Get_rank() != 0:
+            values = [None] * len(values)   # the result is the root's
+        dt = t1 - t0
+        stats = P.Stats(len(values), dt, dt * dt / max(1, len(values)), dt, self.idle, t_got,
+                        t1)
+        self.idle = 0.0
+        self.skipped.discard(cid)
+        self.reply(cid, rid, ids, values, errors, stats, status)
 
     def _unpack(self, chunk: P.Work, t_got: float):
         """(fn, items) of a chunk; None if they cannot be unpickled here (then every task of
@@ -250,6 +313,60 @@ class WorkerLoop:
                 t0 = clock()
                 backoff.sleep()
                 self.idle += clock() - t0
+
+
+_RELEASE_CLASSES = {getattr(MPI, name) for name in
+                    ("ERR_REVOKED", "ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING")
+                    if hasattr(MPI, name)}
+
+
+def _make_group(mpi: MPI.Intracomm, gid: int, members: list[int]) -> MPI.Intracomm | None:
+    """The communicator of a group (collective over its members); None if a member died."""
+    group = mpi.Get_group()
+    try:
+        sub = group.Incl(members)
+        try:
+            gcomm = mpi.Create_group(sub, gid % 32000)
+        finally:
+            sub.Free()
+    except MPI.Exception:
+        return None
+    finally:
+        group.Free()
+    gcomm.Set_errhandler(MPI.ERRORS_RETURN)
+    return gcomm
+
+
+def _free_group(gcomm) -> None:
+    if gcomm is not None:
+        try:
+            gcomm.Free()
+        except MPI.Exception:
+            pass
+
+
+def _revoke(gcomm) -> None:
+    """Release the other members from anything they wait for on ``gcomm`` (ULFM only)."""
+    if gcomm is None or gcomm.Get_size() == 1:
+        return
+    try:
+        gcomm.Revoke()
+    except (AttributeError, NotImplementedError, MPI.Exception):
+        pass
+
+
+def _released(exc: BaseException) -> bool:
+    """True if ``exc`` (or what caused it) is MPI reporting the group revoked or a peer dead:
+    this rank was released from its task because another member failed."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, PeerFailure):
+            return True
+        if isinstance(exc, MPI.Exception) and exc.Get_error_class() in _RELEASE_CLASSES:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 def serve(comm: Comm, master: int = 0, setup=None, setup_args=(),

@@ -1,0 +1,257 @@
+"""Tasks that run on several ranks at once (private): the master's groups of workers.
+
+A task of width k (``Farm.map(fn, items, ranks=k)``, or a Task with ``ranks = k``) runs on
+a *group* of k workers: every member gets the chunk, runs it with the group's communicator
+(``fn(comm, item)``, ``ctx.comm``), and the root's return value is the result. To the
+scheduler a group is one worker; its members are reserved while it exists.
+
+The rule (docs/farm.md, "Tasks on several ranks"):
+
+* Groups are formed from idle workers, all on one node where one node has enough (the
+  node with the fewest idle workers that still fits, so wider tasks find room later), else
+  over the nodes with the most idle workers. A group is kept while tasks of its width
+  wait, and dissolved when none do: its members then serve alone again.
+* Work-conserving: the oldest waiting multi-rank task (the *head*) reserves the workers it
+  needs; a reserved worker is given no new work. Every worker not reserved keeps serving
+  narrower tasks (single-rank chunks, or later multi-rank tasks that fit in the idle
+  unreserved workers).
+* No starvation: the head's reservation only grows, so it starts as soon as the workers it
+  reserved have finished what they hold.
+* A task wider than the live workers fails at once with a clear error, instead of waiting
+  for ever.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from typing import Callable
+
+from ..errors import ConfigurationError
+from . import _protocol as P
+from .core import EngineCore, WorkerRecord
+from .rounds import Chunk, RoundState, make_task_error
+
+__all__ = ["Group", "GroupRun", "Groups", "pick", "refuse", "STUCK_GRACE"]
+
+#: ULFM is on (``mpiexec --with-ft ulfm``, ``pyfw-run --ft``): a failing member revokes its
+#: group's communicator, which releases the others from any collective they wait in
+ULFM = os.environ.get("OMPI_MCA_mpi_ft_enable") == "1"
+#: without ULFM, how long the members of a group whose task raised on one member may take
+#: to answer before the job is ended (they may be waiting for it in a collective)
+STUCK_GRACE = 20.0
+
+
+def refuse(core: EngineCore, rnd: RoundState, tid, k: int, workers: int) -> None:
+    """A task wider than the farm fails at once, with an error that says so."""
+    err = ConfigurationError(f"task {tid} of {rnd.name} asks for {k} ranks, but the farm has "
+                             f"{workers} worker(s) for it: run the job on more ranks")
+    info = P.error_info(err, core.master, 0, "master")
+    core.deliver(rnd, [tid], [None], {0: make_task_error(tid, core.master, info)},
+                 core.master)
+
+
+class Group:
+    """k workers that run multi-rank tasks together (``members``: ranks, root first)."""
+
+    __slots__ = ("gid", "members", "chunk")
+
+    def __init__(self, gid: int, members: list[int]):
+        self.gid, self.members = gid, members
+        self.chunk: Chunk | None = None    # the task it runs, if any
+
+    @property
+    def width(self) -> int:
+        return len(self.members)
+
+
+class GroupRun:
+    """The master's account of one multi-rank chunk: who has still to answer, what the
+    root returned and which errors came back."""
+
+    __slots__ = ("group", "waiting", "reply", "errors", "released", "t_error")
+
+    def __init__(self, group: Group):
+        self.group = group
+        self.waiting = set(group.members)
+        self.reply = None          # the root's Reply
+        self.errors: list = []     # (rank, ErrorInfo) of members that raised on their own
+        self.released = False      # a member's task was interrupted by the group's failure
+        self.t_error = None        # when the first member's own error came back
+
+
+def pick(k: int, idle: list[WorkerRecord]) -> list[WorkerRecord] | None:
+    """``k`` of the ``idle`` workers for one group, on one host if any host has ``k`` (the
+    host with the fewest that fits), else from the hosts with the most; None if fewer."""
+    if len(idle) < k:
+        return None
+    by_host: dict[str, list[WorkerRecord]] = {}
+    for w in sorted(idle, key=lambda w: w.rank):
+        by_host.setdefault(w.host, []).append(w)
+    fits = [ws for ws in by_host.values() if len(ws) >= k]
+    if fits:
+        return min(fits, key=len)[:k]
+    out: list[WorkerRecord] = []
+    for ws in sorted(by_host.values(), key=len, reverse=True):
+        out.extend(ws[:k - len(out)])
+        if len(out) == k:
+            break
+    return out
+
+
+class Groups:
+    """The groups of an engine and the reservation of its head multi-rank task.
+
+    ``core``: the engine's declared state; ``post(msg, rank)`` sends a control message;
+    ``send(group, rnd, ids, items, now)`` sends a chunk to every member of a group.
+    """
+
+    def __init__(self, core: EngineCore, post: Callable, send: Callable):
+        self.core, self.post, self.send = core, post, send
+        self.groups: dict[int, Group] = {}
+        self.member_of: dict[int, Group] = {}    # rank -> its group
+        self.reserved: set[int] = set()
+        self._gid = itertools.count(1)
+        #: which workers may join a group (a sub-master of a two-level farm may not)
+        self.eligible: Callable[[WorkerRecord], bool] = lambda w: True
+
+    def busy(self, w: WorkerRecord) -> bool:
+        """True if ``w`` may not take single-rank work now (in a group, or reserved)."""
+        return w.rank in self.member_of or w.rank in self.reserved
+
+    # ---------------------------------------------------------------- dispatch
+    def dispatch(self, rounds, now: float) -> bool:
+        """Start what multi-rank tasks can start; reserve workers for the head. True if a
+        task was sent."""
+        sent = False
+        head_seen = False
+        for rnd in rounds:
+            if rnd.cancelled or not rnd.has_pending():
+                continue
+            queue = rnd.wide
+            i = 0
+            while i < len(queue):
+                tid, item, k = queue[i]
+                group = self._group_for(k, head=not head_seen)
+                if group is None:
+                    if not head_seen and not self._feasible(k):
+                        del queue[i]
+                        self._refuse(rnd, tid, item, k)
+                        continue
+                    head_seen = True
+                    i += 1
+                    continue
+                del queue[i]
+                if not head_seen:
+                    self.reserved.clear()    # the head got its group
+                self.send(group, rnd, [tid], [item], now)
+                sent = True
+        if not head_seen:
+            self.reserved.clear()
+        self._dissolve_unneeded(rounds)
+        return sent
+
+    def _group_for(self, k: int, head: bool) -> Group | None:
+        """An idle group of width ``k``, or a new one from idle free workers (the head may
+        use the workers it reserved; others only unreserved ones). The head reserves what
+        it lacks."""
+        for g in self.groups.values():
+            if g.chunk is None and g.width == k:
+                return g
+        core = self.core
+        free = [w for w in core.alive_workers()
+                if w.rank not in self.member_of and w.hello and self.eligible(w)]
+        idle = [w for w in free if not w.inflight
+                and (head or w.rank not in self.reserved)]
+        chosen = pick(k, idle)
+        if chosen is not None:
+            return self._form([w.rank for w in chosen])
+        if head:   # reserve more: idle ones first, then those with the least in flight
+            for w in sorted(free, key=lambda w: (len(w.inflight), w.rank)):
+                if len(self.reserved) >= k:
+                    break
+                self.reserved.add(w.rank)
+        return None
+
+    def _feasible(self, k: int) -> bool:
+        return k <= len([w for w in self.core.alive_workers() if self.eligible(w)])
+
+    def _refuse(self, rnd: RoundState, tid, item, k: int) -> None:
+        refuse(self.core, rnd, tid, k, len(self.core.alive_workers()))
+
+    def _form(self, members: list[int]) -> Group:
+        g = Group(next(self._gid), members)
+        self.groups[g.gid] = g
+        for r in members:
+            self.member_of[r] = g
+            self.reserved.discard(r)
+            self.post(P.ctrl("group", g.gid, members), r)
+        return g
+
+    def _dissolve_unneeded(self, rounds) -> None:
+        """Dissolve idle groups whose width no waiting task has."""
+        if not self.groups:
+            return
+        wanted = {k for rnd in rounds if not rnd.cancelled for _, _, k in rnd.wide}
+        for g in list(self.groups.values()):
+            if g.chunk is None and g.width not in wanted:
+                self.dissolve(g)
+
+    def dissolve(self, g: Group) -> None:
+        """Its members serve alone again (told so: they free the group's communicator)."""
+        self.groups.pop(g.gid, None)
+        for r in g.members:
+            if self.member_of.get(r) is g:
+                del self.member_of[r]
+                w = self.core.workers.get(r)
+                if w is not None and w.alive:
+                    self.post(P.ctrl("ungroup", g.gid), r)
+
+    # ---------------------------------------------------------------- replies
+    def on_reply(self, chunk: Chunk, src: int, reply: P.Reply) -> bool:
+        """Account one member's reply; True once every member has answered (the chunk's
+        results are then ``chunk.group.reply`` / ``.errors``)."""
+        run: GroupRun = chunk.group
+        run.waiting.discard(src)
+        if reply.status == P.RELEASED:
+            run.released = True
+        elif reply.errors:
+            run.errors.extend((src, info) for _, info in reply.errors)
+            if run.t_error is None:
+                run.t_error = time.perf_counter()
+        if src == run.group.members[0]:
+            run.reply = reply
+        return not run.waiting
+
+    def finish(self, chunk: Chunk) -> None:
+        """The group's task is over: it is free again (dissolved if it failed: its
+        communicator may have been revoked)."""
+        run: GroupRun = chunk.group
+        g = run.group
+        g.chunk = None
+        if run.errors or run.released:
+            self.dissolve(g)
+
+    def stuck(self, now: float) -> Chunk | None:
+        """Without ULFM: a group task that raised on a member while others have still not
+        answered ``STUCK_GRACE`` seconds later (they wait for it in a collective, and
+        nothing can release them); None under ULFM or when there is none."""
+        if ULFM:
+            return None
+        for g in self.groups.values():
+            run = None if g.chunk is None else g.chunk.group
+            if run is not None and run.t_error is not None and now - run.t_error > STUCK_GRACE:
+                return g.chunk
+        return None
+
+    def lost(self, rank: int) -> list[Chunk]:
+        """A member died: its group is dissolved; returns the group's running chunk (to be
+        handled as lost) if any."""
+        g = self.member_of.get(rank)
+        self.reserved.discard(rank)
+        if g is None:
+            return []
+        chunk = g.chunk
+        g.chunk = None
+        self.dissolve(g)
+        return [chunk] if chunk is not None else []
