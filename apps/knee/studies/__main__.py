@@ -1,9 +1,10 @@
 """``python -m apps.knee.studies NAME [...]``: run one validation study (see the package
-docstring for the list)."""
+docstring for the list). Under ``pyfw-run -n N`` rank 0 runs the study and the other ranks
+run its simulations as farm tasks (:mod:`.ensemble`)."""
 import importlib
 import sys
 
-from . import STUDIES
+from . import STUDIES, ensemble
 
 
 def main(argv=None) -> int:
@@ -19,7 +20,13 @@ def main(argv=None) -> int:
         return 0
     study = importlib.import_module(f"{__package__}.{argv[0]}")
     sys.argv[0] = f"python -m {__package__} {argv[0]}"   # argparse's usage line
-    return study.main(argv[1:]) or 0
+    with ensemble.session() as runs_the_study:
+        if runs_the_study:
+            try:
+                return study.main(argv[1:]) or 0
+            except SystemExit as e:   # argparse's --help or usage error: close the farm cleanly
+                return e.code if isinstance(e.code, int) else 2
+    return 0
 
 
 if __name__ == "__main__":

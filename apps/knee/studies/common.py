@@ -1,22 +1,20 @@
-"""What the knee studies share: the grid options, one serial run through the CLI, and
-where results go.
+"""What the knee studies share: the grid and ensemble options, one knee run by its
+command-line options, and where results go.
 
-Every study runs its simulations through ``run_summary`` (a serial run of ``apps.knee``'s
-command line, cached by its arguments: the runs are deterministic and the fits repeat
-configurations). Results go to an untracked directory by default; ``--publish`` writes the
-tracked ones in ``apps/knee/studies/results/`` that ``docs/knee.md`` quotes
-(:mod:`pyfw.monitor.results`).
+Every study runs its simulations through ``run_summary`` / ``request`` (one run of
+``apps.knee``'s command line, by its arguments; where and when it runs, and that identical
+runs are done once: :mod:`.ensemble`). Results go to an untracked directory by default;
+``--publish`` writes the tracked ones in ``apps/knee/studies/results/`` that
+``docs/knee.md`` quotes (:mod:`pyfw.monitor.results`).
 """
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import math
 import os
-import tempfile
 
 from pyfw.monitor import results
+
+from . import ensemble
 
 #: the tracked results the docs quote (``--publish`` writes them)
 PUBLISHED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -71,6 +69,15 @@ def add_grid_options(ap):
     ap.add_argument("--dx", default="2", help="voxel size, mm (default 2)")
     ap.add_argument("--shape", nargs=3, default=["100", "80", "80"],
                     help="grid NZ NY NX before keep_leg widens it (default 100 80 80)")
+    add_ensemble_options(ap)
+
+
+def add_ensemble_options(ap, default=1):
+    """``--ranks K``: ranks of each simulation's group when the study runs as an ensemble
+    (``pyfw-run -n N -- python -m apps.knee.studies NAME --ranks K``)."""
+    ap.add_argument("--ranks", type=int, default=default,
+                    help=f"ranks of each simulation when run under pyfw-run -n N (default "
+                         f"{default}; the results do not depend on it)")
 
 
 def grid_of(args):
@@ -78,26 +85,14 @@ def grid_of(args):
     return ["--dx", args.dx, "--shape", *args.shape]
 
 
-#: finished runs by (grid, options, minutes): the runs are deterministic, and the fits
-#: repeat configurations (a later sweep, or two studies with the same scenario)
-_RUNS = {}
+def request(extra, grid, minutes=90):
+    """The run of the default scenario with the knee options ``extra`` on ``grid``, widened
+    where the device would otherwise shrink the leg (``keep_leg``): an
+    :class:`.ensemble.Run` for :func:`.ensemble.prefetch`."""
+    return ensemble.Run(tuple(keep_leg(grid, extra)), tuple(extra), minutes)
 
 
 def run_summary(extra, grid, minutes=90):
-    """One serial knee run through the CLI: its ``summary.json`` (drops and histories;
-    shared between identical calls, so read it, do not change it). The grid is widened
-    where the device would otherwise shrink the leg (``keep_leg``)."""
-    from ..cli import main
-    grid = keep_leg(grid, extra)
-    key = (tuple(grid), tuple(extra), minutes)
-    if key in _RUNS:
-        return _RUNS[key]
-    with tempfile.TemporaryDirectory() as out:
-        with contextlib.redirect_stdout(io.StringIO()):
-            code = main(grid + ["--minutes", str(minutes), "--no-plots", "--quiet",
-                                "--out", out] + list(extra))
-        if code != 0:
-            raise RuntimeError(f"knee run failed with {extra}")
-        with open(os.path.join(out, "summary.json")) as fh:
-            _RUNS[key] = json.load(fh)
-    return _RUNS[key]
+    """One knee run (``request``'s): its ``summary.json`` (drops and histories; shared
+    between identical calls, so read it, do not change it)."""
+    return ensemble.result(request(extra, grid, minutes))

@@ -25,7 +25,8 @@ import time
 from pyfw import launch
 from pyfw.monitor.results import machine
 
-from .common import add_output_options, keep_leg, output_dir
+from . import ensemble
+from .common import add_output_options, keep_leg, output_dir, request
 
 #: the app these studies belong to, as it was imported (``apps.knee`` in a checkout,
 #: ``pyfw.apps.knee`` installed), and the directory its runs start in (the checkout's root)
@@ -36,12 +37,23 @@ EXTENT_MM = (200.0, 160.0, 160.0)   # the default grid's leg: 200 x 160 x 160 vo
 POINTS = ("suprapatellar_pouch", "joint_centre", "skin_anterior")
 
 
-def simulate(dx: float, ranks: int, minutes: float, timeout: float) -> dict:
-    """One run: the default scenario on a grid of ``dx`` mm under ``pyfw-run``; returns
-    summary.json's drops."""
-    grid = keep_leg(["--dx", f"{dx:g}", "--shape",
+def grid_at(dx: float) -> list:
+    """The CLI grid of the default leg at ``dx`` mm, widened where the pack would otherwise
+    shrink the leg."""
+    return keep_leg(["--dx", f"{dx:g}", "--shape",
                      *[str(int(round(e / dx))) for e in EXTENT_MM]], [])
-    shape = grid[3:6]     # widened where the pack would otherwise shrink the leg
+
+
+def simulate(dx: float, ranks: int, minutes: float, timeout: float) -> dict:
+    """One run: the default scenario on a grid of ``dx`` mm on ``ranks`` ranks: a task of
+    the study's ensemble (under ``pyfw-run -n N``), else its own ``pyfw-run``; returns
+    summary.json's drops."""
+    grid = grid_at(dx)
+    shape = grid[3:6]
+    if ensemble.farm_active():
+        doc = ensemble.result(request([], grid, minutes))
+        return {"dx": dx, "shape": [int(s) for s in shape], "seconds": doc["perf"]["wall_s"],
+                "drop": doc["summary"]["drop"]}
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, "-m", APP, "--dx", f"{dx:g}", "--shape", *shape,
                "--minutes", f"{minutes:g}", "--no-plots", "--quiet", "--out", out]
@@ -133,13 +145,17 @@ def plot(runs, rows, path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--ranks", type=int, default=2,
+                    help="ranks of each grid's run (its own pyfw-run, or its group's width "
+                         "when the study runs under pyfw-run -n N)")
     ap.add_argument("--dx", type=float, nargs="+", default=[3.0, 2.0, 1.5, 1.0])
     ap.add_argument("--minutes", type=float, default=90.0)
     ap.add_argument("--timeout", type=float, default=3600.0, help="per grid, seconds")
     add_output_options(ap)
     a = ap.parse_args(argv)
     out = output_dir(a)
+    ensemble.set_ranks(a.ranks)
+    ensemble.prefetch([request([], grid_at(dx), a.minutes) for dx in a.dx])
     runs = []
     for dx in a.dx:
         runs.append(simulate(dx, a.ranks, a.minutes, a.timeout))

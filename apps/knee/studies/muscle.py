@@ -56,8 +56,9 @@ import numpy as np
 
 from pyfw.monitor.results import machine
 
+from . import ensemble
 from .common import (add_grid_options, add_output_options, grid_of, keep_leg, output_dir,
-                     run_summary)
+                     request)
 
 SKIN_MM = 2.0
 PROBE_MM = 40.0          # the muscle probes' distance from the joint line (phantom)
@@ -133,11 +134,27 @@ def run_minutes(study):
     return OTTE_MINUTES if study.startswith("Otte") else MYRER_ON + MYRER_AFTER
 
 
+def request_for(study, skinfold, extra, grid):
+    """The run of ``study``'s scenario for a subject of that ``skinfold`` (mm) with the
+    knee options ``extra``."""
+    return request(scenario(study, subcutis_of(skinfold)) + list(extra), grid,
+                   run_minutes(study))
+
+
 def simulate(study, skinfold, extra, grid):
     """One run: ``study``'s scenario for a subject of that ``skinfold`` (mm) with the knee
     options ``extra``; its ``summary.json``."""
-    return run_summary(scenario(study, subcutis_of(skinfold)) + list(extra), grid,
-                       run_minutes(study))
+    return ensemble.result(request_for(study, skinfold, extra, grid))
+
+
+def requests(extra, grid, targets=TARGETS, bands=True):
+    """The runs that the rows of ``targets`` need with the knee options ``extra`` (each
+    group's middle, and its ends if ``bands``): for :func:`.ensemble.prefetch`."""
+    out = []
+    for study, (lo, hi), *_ in targets:
+        for fold in (0.5 * (lo + hi),) + ((lo, hi) if bands else ()):
+            out.append(request_for(study, fold, extra, grid))
+    return out
 
 
 def target_value(target, extra, grid, skinfold=None, curves=None):
@@ -194,7 +211,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
     out = output_dir(a)
     grid = grid_of(a)
+    ensemble.set_ranks(a.ranks)
     t0 = time.time()
+    ensemble.prefetch(requests([], grid) + requests(
+        PERSISTENT, grid, [t for t in TARGETS if t[3] == REWARMING], bands=False))
     curves = {}
     table = rows([], grid, curves)
     # the rewarming again with vessels that stay constricted after the cold (Khoshnevis et

@@ -25,13 +25,15 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from pyfw.monitor.results import machine
 
+from . import ensemble
 from .common import (add_grid_options, add_output_options, grid_of, keep_leg, output_dir,
-                     run_summary)
+                     request)
 
 POINT = "suprapatellar_pouch"
 WARREN = {30: 3.3, 60: 12.8, 90: 15.2}
@@ -63,32 +65,43 @@ CASES = {
 WETTING = (0.1, 0.01, 30.0)
 
 
-def run_wetting(grid, minutes=90):
+@dataclass(frozen=True)
+class WettingRun:
     """The default scenario with the pack's contact changed from WETTING's dry to its wet
-    value at its minute (:meth:`apps.knee.model.KneeRun.change_tissues`); returns what
-    ``run_summary`` does (summary and history)."""
-    from mpi4py import MPI
+    value at its minute (:meth:`apps.knee.model.KneeRun.change_tissues`), which the command
+    line cannot express: a request of :mod:`.ensemble`, run on a given communicator."""
+    grid: tuple
+    minutes: float = 90
 
-    from ..model import KneeRun, Params
-    grid = keep_leg(grid, [])
-    dry, wet, at = WETTING
-    dx, shape = float(grid[grid.index("--dx") + 1]), grid[grid.index("--shape") + 1:][:3]
-    p = Params(shape=tuple(int(n) for n in shape), dx_mm=dx,
-               overrides={"ice.contact": dry})
-    run = KneeRun(MPI.COMM_SELF, p, balance=False, log=lambda *a: None)
-    run.steady_state()
-    run.start_cooling()
-    run.run(minutes=at)
-    run.change_tissues({"ice.contact": wet})
-    run.run(minutes=minutes)
-    return {"summary": run.summary(), "history": run.history}
+    def __call__(self, comm) -> dict:
+        """Its summary and history (as ``run_summary``'s), on every rank of ``comm``."""
+        from ..model import KneeRun, Params
+        grid = keep_leg(list(self.grid), [])
+        dry, wet, at = WETTING
+        dx, shape = float(grid[grid.index("--dx") + 1]), grid[grid.index("--shape") + 1:][:3]
+        p = Params(shape=tuple(int(n) for n in shape), dx_mm=dx,
+                   overrides={"ice.contact": dry})
+        run = KneeRun(comm, p, balance=False, log=lambda *a: None)
+        run.steady_state()
+        run.start_cooling()
+        run.run(minutes=at)
+        run.change_tissues({"ice.contact": wet})
+        run.run(minutes=self.minutes)
+        run.dom.close()       # no monitor exchange left on comm for its next task
+        return {"summary": run.summary(), "history": run.history}
+
+
+def request_of(extra, grid, minutes):
+    """The request of one case: the default scenario with ``extra`` (``None``: the wetting
+    bag)."""
+    return request(extra, grid, minutes) if extra is not None else WettingRun(
+        tuple(grid), minutes)
 
 
 def simulate(extra, grid, minutes):
     """One run of a case: the default scenario with ``extra`` (``None``: the wetting bag,
     which the command line cannot express); its summary and history."""
-    return run_summary(extra, grid, minutes) if extra is not None else run_wetting(
-        grid, minutes)
+    return ensemble.result(request_of(extra, grid, minutes))
 
 
 def drops_at(summ, point, minutes):
@@ -124,12 +137,16 @@ def main(argv=None):
     a = ap.parse_args(argv)
     out = output_dir(a)
     grid = grid_of(a)
+    ensemble.set_ranks(a.ranks)
     t_start = time.time()
     cases = {}
     wetting = (f"bag wets at {WETTING[2]:g} min (contact {WETTING[0]:g} -> {WETTING[1]:g})",
                (None, 90, "a dry bag's poor contact until meltwater fills its gaps "
                           "(values chosen by hand: a hypothesis, not a fit)"))
-    for name, (extra, minutes, what) in list(CASES.items()) + [wetting]:
+    cases_and_wetting = list(CASES.items()) + [wetting]
+    ensemble.prefetch([request_of(extra, grid, minutes)
+                       for _, (extra, minutes, _) in cases_and_wetting])
+    for name, (extra, minutes, what) in cases_and_wetting:
         summ = simulate(extra, grid, minutes)
         hist = summ["history"]
         t0 = summ["summary"]["t0"]

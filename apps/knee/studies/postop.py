@@ -34,8 +34,9 @@ import time
 
 from pyfw.monitor.results import machine
 
+from . import ensemble
 from .common import (add_grid_options, add_output_options, grid_of, output_dir,
-                     published_or_local, run_summary)
+                     published_or_local, request, run_summary)
 from .validation import ARTHROSCOPY, STUDIES, fitted_args
 
 #: the cavity's temperature at the operation's end, C: the measured ends (24.5, 26.8, 27.5)
@@ -77,6 +78,29 @@ def simulate(args, kind, minutes, fitted, grid):
     return run_summary(args + fitted_args(kind, fitted), grid, minutes)
 
 
+def scenarios(name, args):
+    """The scenario arguments a study's row needs: the sweep over STARTS, the study's own
+    start (the validation's 24.5 where it gave none) and that start with a tourniquet for
+    each of TOURNIQUET_MINUTES."""
+    sweep = [_with(args, "--irrigant-temp", s) for s in STARTS]
+    # the same arguments as the sweep's first point where the study gave no start, so the
+    # two share one run
+    at_start = _with(args, "--irrigant-temp", MEASURED_START.get(name, 24.5))
+    held = {m: _with(at_start, "--arthroscopy", m) + ["--tourniquet"]
+            for m in TOURNIQUET_MINUTES}
+    return sweep, at_start, held
+
+
+def requests(fitted, grid):
+    """Every run of ``study_rows`` (for :func:`.ensemble.prefetch`)."""
+    out = []
+    for name, (kind, args, minutes, _, _) in post_op_studies().items():
+        sweep, at_start, held = scenarios(name, args)
+        out += [request(x + fitted_args(kind, fitted), grid, minutes)
+                for x in sweep + [at_start] + list(held.values())]
+    return out
+
+
 def drop(args, kind, minutes, key, fitted, grid):
     """The model's drop at ``key`` (point@minute) of one scenario."""
     point, minute = key.split("@")
@@ -97,14 +121,9 @@ def study_rows(fitted, grid):
     """Per post-operative study: its drops by start, implied start and tourniquet drops."""
     rows = {}
     for name, (kind, args, minutes, key, measured) in post_op_studies().items():
-        sweep = [drop(_with(args, "--irrigant-temp", s), kind, minutes, key, fitted, grid)
-                 for s in STARTS]
-        # the study's own start (the validation's 24.5 where it gave none): the same
-        # arguments as the sweep's first point for those, so run_summary reuses that run
-        at_start = _with(args, "--irrigant-temp", MEASURED_START.get(name, 24.5))
-        held = {m: drop(_with(at_start, "--arthroscopy", m) + ["--tourniquet"], kind,
-                        minutes, key, fitted, grid)
-                for m in TOURNIQUET_MINUTES}
+        sweep_args, at_start, held_args = scenarios(name, args)
+        sweep = [drop(x, kind, minutes, key, fitted, grid) for x in sweep_args]
+        held = {m: drop(x, kind, minutes, key, fitted, grid) for m, x in held_args.items()}
         rows[name] = {"kind": kind, "target": key, "measured": measured,
                       "measured_start": MEASURED_START.get(name),
                       "sweep": sweep, "implied_start": implied_start(STARTS, sweep, measured),
@@ -155,7 +174,9 @@ def main(argv=None):
     out = output_dir(a)
     with open(published_or_local("validation.json", out)) as fh:
         fitted = json.load(fh)["fitted"]
+    ensemble.set_ranks(a.ranks)
     t_start = time.time()
+    ensemble.prefetch(requests(fitted, grid_of(a)))
     studies = study_rows(fitted, grid_of(a))
     d = {"command": "python -m apps.knee.studies postop "
                     + " ".join(sys.argv[2:] if argv is None else argv),

@@ -27,8 +27,9 @@ import os
 import sys
 import time
 
+from . import ensemble
 from .common import (PACKAGE_SENSITIVITY, add_grid_options, add_output_options, grid_of,
-                     keep_leg, output_dir, run_summary)
+                     keep_leg, output_dir, request, run_summary)
 
 MARKS = ("30", "60", "90")
 
@@ -160,7 +161,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
     out = output_dir(a)
     grid = grid_of(a)
+    ensemble.set_ranks(a.ranks)
     t0 = time.time()
+    ensemble.prefetch([request([], grid)] + [request(args, grid) for low, high, _, _ in
+                                             parameters().values() for args in (low, high)])
     base = simulate([], grid)
     rows = []
     for name, (low, high, rng, source) in parameters().items():

@@ -80,9 +80,10 @@ import numpy as np
 
 from pyfw.monitor.results import machine
 
+from . import ensemble
 from . import muscle as knee_muscle
 from .common import (add_grid_options, add_output_options, grid_of, keep_leg, output_dir,
-                     run_summary)
+                     request)
 
 #: the arthroscopy's duration (min), an assumption (the abstracts do not give it); the
 #: post-operative targets are also reported at the ARTHROSCOPY_RANGE ends
@@ -188,14 +189,19 @@ def fitted_args(kind, fitted):
     return args
 
 
-def simulate(study, fitted, grid, arthroscopy=None):
-    """One run: ``study``'s scenario with the ``fitted`` couplings; its ``summary.json``.
-    ``arthroscopy`` (min) replaces a post-operative study's assumed duration."""
+def request_for(study, fitted, grid, arthroscopy=None):
+    """The run of ``study``'s scenario with the ``fitted`` couplings. ``arthroscopy`` (min)
+    replaces a post-operative study's assumed duration."""
     kind, args, minutes, _ = STUDIES[study]
     if arthroscopy is not None and "--arthroscopy" in args:
         args = list(args)
         args[args.index("--arthroscopy") + 1] = str(arthroscopy)
-    return run_summary(args + fitted_args(kind, fitted), grid, minutes)
+    return request(args + fitted_args(kind, fitted), grid, minutes)
+
+
+def simulate(study, fitted, grid, arthroscopy=None):
+    """One run (``request_for``'s): its ``summary.json``."""
+    return ensemble.result(request_for(study, fitted, grid, arthroscopy))
 
 
 def model_values(study, fitted, grid, curves=None, arthroscopy=None):
@@ -293,6 +299,33 @@ def plot(d, out):
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))   # 0.5 in: 2-line title
     fig.savefig(os.path.join(out, "validation.png"), dpi=110)
     plt.close(fig)
+
+
+# ------------------------------------------------------------------ the runs of each stage
+def muscle_fit_requests(grid):
+    """The runs of ``fit_muscle``: every (contact, Q10) candidate on MUSCLE_FIT's groups."""
+    targets = [t for t in knee_muscle.TARGETS if t[0] == MUSCLE_FIT]
+    return [r for c in CONTACTS for q in Q10S
+            for r in knee_muscle.requests(
+                fitted_args("ice", {"ice_contact": c, "q10": q, "air_h": AIR_HS[0]}), grid,
+                targets, bands=False)]
+
+
+def air_fit_requests(fitted, grid):
+    """The runs of ``fit_air``: AIR_FIT's studies for every candidate coefficient."""
+    return [request_for(st, dict(fitted, air_h=h), grid) for h in AIR_HS for st, _ in AIR_FIT]
+
+
+def table_requests(fitted, grid, skip_kinds=()):
+    """The runs of ``knee_table``, ``muscle_table`` and ``arthroscopy_range`` with the
+    ``fitted`` couplings, but the studies of ``skip_kinds`` (those whose coupling is not
+    fitted yet)."""
+    post_op = [st for st in STUDIES if "--arthroscopy" in STUDIES[st][1]]
+    out = [request_for(st, fitted, grid) for st in STUDIES if STUDIES[st][0] not in skip_kinds]
+    out += knee_muscle.requests(fitted_args("ice", fitted), grid, bands=False)
+    out += [request_for(st, fitted, grid, arthroscopy=m) for m in ARTHROSCOPY_RANGE
+            for st in post_op if STUDIES[st][0] not in skip_kinds]
+    return out
 
 
 def fit_muscle(grid):
@@ -412,11 +445,18 @@ def main(argv=None):
     a = ap.parse_args(argv)
     out = output_dir(a)
     grid = grid_of(a)
+    ensemble.set_ranks(a.ranks)
     t0 = time.time()
+    # three waves of runs: the muscle fit; the air fit with every run that needs only the
+    # muscle's couplings; what the air's fit decides
+    ensemble.prefetch(muscle_fit_requests(grid))
     muscle_scores, (contact, q10) = fit_muscle(grid)
     fitted = {"ice_contact": contact, "q10": q10, "air_h": AIR_HS[0]}
+    ensemble.prefetch(air_fit_requests(fitted, grid)
+                      + table_requests(fitted, grid, skip_kinds=("air",)))
     air_scores = fit_air(fitted, grid)
     fitted["air_h"] = min(air_scores, key=air_scores.get)
+    ensemble.prefetch(table_requests(fitted, grid))
     table, curves = knee_table(fitted, grid)
     table += muscle_table(fitted, grid)
     arthroscopy = arthroscopy_range(fitted, grid)
