@@ -32,7 +32,9 @@ class WorkerView:
     in flight (None when idle); ``depth``: chunks in flight on it now; ``unneeded``: how
     many of those are no longer needed (a straggler copy whose twin came back first, or a
     chunk of a cancelled or finished round: the worker was told to skip it);
-    ``depth_limit``: how many chunks the pipeline allows it."""
+    ``depth_limit``: how many chunks the pipeline allows it; ``group``: the multi-rank
+    group it belongs to now, as ``"gid:k"`` (k ranks), ``"reserved"`` while a waiting
+    multi-rank task holds it, else None."""
 
     rank: int
     host: str
@@ -48,6 +50,7 @@ class WorkerView:
     depth: int
     depth_limit: int | None
     unneeded: int = 0
+    group: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,14 @@ QUARANTINE_SHOWN = 50
 
 def farm_snapshot(engine, finished: bool = False) -> FarmSnapshot:
     """What the master knows now: progress, workers, failures, links."""
-    if hasattr(engine, "workers"):
-        workers = tuple(_worker(engine, w) for _, w in sorted(engine.workers.items()))
-        in_flight = _in_flight(engine)
-        links = _links(engine)
-    else:  # serial: the master runs the tasks itself
-        workers = (_serial_worker(engine),)
-        in_flight, links = 0, None
+    workers = tuple(_worker(engine, w) for _, w in sorted(engine.workers.items()))
+    in_flight = _in_flight(engine)
+    links = _links(engine)
     pipeline = engine.pipeline
     return FarmSnapshot(
         elapsed_s=time.perf_counter() - engine.started, done=engine.completed,
         in_flight=in_flight, left=_left(engine),
-        failures=getattr(engine, "failures", 0), duplicates=engine.duplicates,
+        failures=engine.failures, duplicates=engine.duplicates,
         quarantined=len(engine.quarantined),
         quarantine=tuple(str(q) for q in engine.quarantined[:QUARANTINE_SHOWN]),
         workers=workers,
@@ -89,17 +85,17 @@ def _worker(engine, w) -> WorkerView:
         tasks=s.tasks, chunks=s.chunks, busy_s=s.busy, idle_s=s.idle,
         speed=None if not mean else 1.0 / mean, chunk=chunk,
         mean_chunk=s.tasks / s.chunks if s.chunks else None, depth=len(w.inflight),
-        depth_limit=limit, unneeded=unneeded)
+        depth_limit=limit, unneeded=unneeded, group=_group_of(engine, w.rank))
 
 
-def _serial_worker(engine) -> WorkerView:
-    s = engine.stats
-    mean = s.mean_recent
-    return WorkerView(rank=0, host=str(engine.ctx.host), alive=True, busy=False,
-                      tasks=s.tasks, chunks=s.chunks, busy_s=s.busy, idle_s=0.0,
-                      speed=None if not mean else 1.0 / mean, chunk=None,
-                      mean_chunk=s.tasks / s.chunks if s.chunks else None, depth=0,
-                      depth_limit=None)
+def _group_of(engine, rank: int) -> str | None:
+    groups = getattr(engine, "groups", None)   # the serial engine has none
+    if groups is None:
+        return None
+    g = groups.member_of.get(rank)
+    if g is not None:
+        return f"{g.gid}:{g.width}"
+    return "reserved" if rank in groups.reserved else None
 
 
 def _links(engine) -> LinkView | None:

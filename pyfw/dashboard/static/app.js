@@ -180,6 +180,8 @@
       "in flight / limit", "busy s", "idle s"];
     const rows = ws.map((w, i) => {
       const st = !w.alive ? "dead" : (w.busy ? "busy" : "idle");
+      const grp = w.group ? ` <span class="note" title="a multi-rank group (id:ranks), or ` +
+        `held for a waiting multi-rank task">[${esc(w.group)}]</span>` : "";
       const skip = w.alive && w.unneeded ? ` <span class="note" title="chunks whose results ` +
         `are no longer needed (a straggler copy whose twin came back first, or a ` +
         `finished or cancelled round's): the worker was told to skip them">` +
@@ -187,7 +189,7 @@
       const rate = rates ? rates[i] : null;
       return `<tr data-rank="${w.rank}"><td>${w.rank}</td><td class="l">${esc(w.host)}</td>` +
         `<td class="l" data-col="state" data-value="${st}"><span class="state ${st}"></span>` +
-        `${st}${skip}</td>` +
+        `${st}${skip}${grp}</td>` +
         `<td data-col="tasks" data-value="${w.tasks}">${num(w.tasks)}</td>` +
         `<td data-col="rate" data-value="${esc(raw(rate))}" title="while computing: ` +
         `${esc(sig(w.speed))} tasks/s">${sig(rate)}</td>` +
