@@ -15,7 +15,14 @@ postop         post-operative knees by their starting temperature          ~10 m
 muscle         muscle under ice against Otte 2002 and Myrer 2001           ~4 min
 plateau        what limits the late cooling (bounding cases)               ~5 min
 convergence    the default scenario on finer and finer grids (MPI)         ~30 min
+sobol          Sobol first/total-order indices of the 90-min drop over     N * 14 runs
+               the sensitivity study's inputs, all varied at once
+               (needs SALib: the ``studies`` extra)
 =============  =========================================================  ==========
+
+Under ``pyfw-run -n N -- python -m apps.knee.studies NAME [--ranks K]`` the study is an
+ensemble: rank 0 runs it and its simulations are farm tasks on groups of ``K`` ranks
+(:mod:`.ensemble`; the figures are the same as from one process, bitwise).
 
 Each study module keeps the code that runs one of its simulations in one function,
 ``simulate``; everything else is set-up and comparison. Results go to
@@ -32,4 +39,5 @@ STUDIES = {
     "muscle": "muscle under ice against Otte 2002 and Myrer 2001",
     "plateau": "what limits the late cooling: the default scenario against bounding cases",
     "convergence": "grid convergence of the default scenario (Richardson extrapolation)",
+    "sobol": "global sensitivity: Sobol indices of the 90-min drop, all inputs at once",
 }

@@ -1,0 +1,243 @@
+"""Global sensitivity of the knee model: Sobol first- and total-order indices of the pouch's
+90-min drop over the inputs of the ``sensitivity`` study, each uniform over its published
+range, all varied at once.
+
+    pyfw-run -n N -- python -m apps.knee.studies sobol [--n 64] [--dx 4 --shape 50 40 40]
+                                                       [--ranks 1] [--publish]
+
+The ``sensitivity`` study moves one input at a time; it cannot see interactions, where two
+inputs together do more (or less) than the sum of their own effects. Here every input is
+drawn at once (Saltelli's scheme on a Sobol sequence: ``N * (d + 2)`` runs for ``d``
+inputs, second order off) and SALib's estimators give, per input, the first-order index
+S1 (the share of the drop's variance its own variation explains) and the total-order index
+ST (its share with every interaction it takes part in); ST - S1 is what interactions add,
+and 1 - sum(S1) is the variance no input explains alone. 95 % confidence intervals by
+bootstrap (SALib's ``*_conf`` is the half-width; the widths reported are twice that).
+
+The inputs and their ranges are ``sensitivity.parameters()``'s (one place for them): a draw
+u in [0, 1] of an input sets every number that differs between its low and high arguments
+to ``low + u (high - low)`` (so the pack's start temperature runs from -1 to -15 C, the
+muscle's perfusion from x0.54 to x1.35 of IT'IS, ...). Inputs of the geometry (pack,
+dressing, skin and fat) act through whole voxels on the study's grid. The runs go through
+the study's ensemble (``--ranks`` per run under ``pyfw-run -n N``; serially otherwise).
+
+Writes ``sobol.json`` and ``sobol.png`` (``--out DIR``, default ``results/local/``;
+``--publish``: the tracked ``apps/knee/studies/results/``). Needs SALib (the ``studies``
+extra: ``pip install -e .[studies]``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyfw.monitor.results import machine
+
+from . import ensemble
+from .common import add_grid_options, add_output_options, keep_leg, output_dir, request
+from .sensitivity import parameters
+
+POINT = "suprapatellar_pouch"
+MINUTE = "90"
+#: the 95 % confidence interval every index should be narrower than (issue 38)
+TARGET_WIDTH = 0.05
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def blend(low, high, u):
+    """``low``'s arguments with every number that differs from ``high``'s at the same place
+    moved to ``low + u (high - low)`` (the two lists have the same shape: the sensitivity
+    study's ends of one input)."""
+    out = []
+    for a, b in zip(low, high, strict=True):
+        na, nb = _NUMBER.findall(a), _NUMBER.findall(b)
+        if a == b or len(na) != len(nb) or _NUMBER.sub("#", a) != _NUMBER.sub("#", b):
+            if a != b:
+                raise ValueError(f"cannot blend {a!r} and {b!r}")
+            out.append(a)
+            continue
+        vals = iter(f"{float(x) + u * (float(y) - float(x)):.6g}" if x != y else x
+                    for x, y in zip(na, nb))
+        out.append(_NUMBER.sub(lambda m: next(vals), a))
+    return out
+
+
+def problem_of(names):
+    """SALib's problem: the inputs as draws u in [0, 1] (their ranges: ``blend``)."""
+    return {"num_vars": len(names), "names": list(names), "bounds": [[0.0, 1.0]] * len(names)}
+
+
+def samples(problem, n, seed=0):
+    """Saltelli's ``n * (d + 2)`` input rows (scrambled Sobol sequence; ``n`` a power of 2)."""
+    from SALib.sample import sobol as sobol_sample
+    return sobol_sample.sample(problem, n, calc_second_order=False, scramble=True, seed=seed)
+
+
+def analyse(problem, y, seed=0):
+    """First- and total-order indices with their 95 % half-widths (SALib's estimators:
+    Saltelli 2010 first order, Jansen total order; bootstrap intervals)."""
+    from SALib.analyze import sobol as sobol_analyze
+    si = sobol_analyze.analyze(problem, np.asarray(y, dtype=float), calc_second_order=False,
+                               conf_level=0.95, num_resamples=1000, seed=seed,
+                               print_to_console=False)
+    return {k: np.asarray(si[k], dtype=float).tolist() for k in ("S1", "S1_conf", "ST",
+                                                                 "ST_conf")}
+
+
+def indices(problem, request_of, output_of, n, seed=0):
+    """Sobol indices of ``output_of(result)`` over ``problem``: ``request_of(row)`` names the
+    run of one input row (an :mod:`.ensemble` request); every run goes out at once
+    (:func:`.ensemble.prefetch`). Returns the rows, outputs and indices."""
+    x = samples(problem, n, seed)
+    reqs = [request_of(row) for row in x]
+    ensemble.prefetch(reqs)
+    y = np.array([output_of(ensemble.result(r)) for r in reqs])
+    return x, y, analyse(problem, y, seed)
+
+
+def widths(si):
+    """The 95 % interval widths of every S1 and ST (twice SALib's half-widths)."""
+    return {"S1": [2.0 * c for c in si["S1_conf"]], "ST": [2.0 * c for c in si["ST_conf"]]}
+
+
+def n_for_target(n, si, target=TARGET_WIDTH):
+    """The smallest power of 2 that, with intervals shrinking as 1/sqrt(N), brings the widest
+    interval measured at ``n`` under ``target``."""
+    widest = max(max(w) for w in widths(si).values())
+    need = n * (widest / target) ** 2
+    return 1 << max(0, math.ceil(math.log2(max(need, 1.0))))
+
+
+def knee_request(names, grid, minutes=90):
+    """``row -> request``: the default scenario with each input blended to its draw."""
+    ends = parameters()
+
+    def request_of(row):
+        extra = []
+        for name, u in zip(names, row):
+            low, high = ends[name][0], ends[name][1]
+            extra += blend(low, high, float(u))
+        return request(extra, grid, minutes)
+    return request_of
+
+
+def pouch_drop(doc):
+    return doc["summary"]["drop"][MINUTE][POINT]
+
+
+@dataclass(frozen=True)
+class Ishigami:
+    """The Ishigami function at one draw (u in [0, 1]^3 mapped to [-pi, pi]^3) as an
+    :mod:`.ensemble` request: the analytic stand-in the tests run through ``indices``. Its
+    indices are known: S1 = (0.3139, 0.4424, 0), ST = (0.5576, 0.4424, 0.2437) for
+    a = 7, b = 0.1."""
+    u: tuple
+    a: float = 7.0
+    b: float = 0.1
+
+    def __call__(self, comm) -> dict:
+        x = [-math.pi + 2.0 * math.pi * v for v in self.u]
+        y = (math.sin(x[0]) + self.a * math.sin(x[1]) ** 2
+             + self.b * x[2] ** 4 * math.sin(x[0]))
+        return {"y": comm.bcast(y, root=0)}
+
+    @staticmethod
+    def exact(a=7.0, b=0.1):
+        """(S1, ST) of the Ishigami function."""
+        v1 = 0.5 * (1 + b * math.pi ** 4 / 5) ** 2
+        v2 = a ** 2 / 8
+        v13 = b ** 2 * math.pi ** 8 * (1 / 18 - 1 / 50)
+        var = v1 + v2 + v13
+        return (v1 / var, v2 / var, 0.0), ((v1 + v13) / var, v2 / var, v13 / var)
+
+
+def plot(d, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = d["table"]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.8))
+    y = np.arange(len(rows))[::-1]
+    s1 = [r["S1"] for r in rows]
+    st = [r["ST"] for r in rows]
+    ax.barh(y + 0.18, s1, 0.36, xerr=[r["S1_ci"] / 2 for r in rows], color="tab:blue",
+            label="first order S1", capsize=2)
+    ax.barh(y - 0.18, st, 0.36, xerr=[r["ST_ci"] / 2 for r in rows], color="tab:red",
+            alpha=0.7, label="total order ST", capsize=2)
+    ax.set_yticks(y, [r["parameter"] for r in rows], fontsize=8)
+    ax.axvline(0, c="k", lw=0.8)
+    ax.set_xlabel(f"share of the variance of the {MINUTE}-min drop at the "
+                  f"{POINT.replace('_', ' ')} (bars: 95 % CI)")
+    ax.set_title(f"knee model, Sobol indices (N = {d['n']}, {d['runs']} runs, "
+                 f"grid dx {d['grid'][1]} mm); sum S1 = {d['sum_S1']:.2f}", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "sobol.png"), dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_grid_options(ap)
+    ap.set_defaults(dx="4", shape=["50", "40", "40"])
+    ap.add_argument("--n", type=int, default=64,
+                    help="base sample N (a power of 2): N * (d + 2) runs (default 64)")
+    ap.add_argument("--seed", type=int, default=0)
+    add_output_options(ap)
+    a = ap.parse_args(argv)
+    if a.n < 2 or a.n & (a.n - 1):
+        ap.error(f"--n must be a power of 2, got {a.n}")
+    out = output_dir(a)
+    ensemble.set_ranks(a.ranks)
+    grid = ["--dx", a.dx, "--shape", *a.shape]
+    ends = parameters()
+    names = list(ends)
+    problem = problem_of(names)
+    print(f"{len(names)} inputs, N = {a.n}: {a.n * (len(names) + 2)} runs", flush=True)
+    t0 = time.time()
+    x, y, si = indices(problem, knee_request(names, grid), pouch_drop, a.n, a.seed)
+    w = widths(si)
+    table = [{"parameter": name, "range": ends[name][2], "S1": si["S1"][i],
+              "S1_ci": w["S1"][i], "ST": si["ST"][i], "ST_ci": w["ST"][i],
+              "interactions": si["ST"][i] - si["S1"][i]} for i, name in enumerate(names)]
+    table.sort(key=lambda r: -r["ST"])
+    widest = max(max(v) for v in w.values())
+    d = {"command": "python -m apps.knee.studies sobol "
+                    + " ".join(sys.argv[2:] if argv is None else argv),
+         "machine": machine(), "grid": keep_leg(grid, []), "point": POINT, "minute": MINUTE,
+         "n": a.n, "runs": len(y), "seed": a.seed, "inputs": len(names),
+         "drop": {"mean": float(np.mean(y)), "std": float(np.std(y)),
+                  "min": float(np.min(y)), "max": float(np.max(y))},
+         "table": table, "sum_S1": float(sum(si["S1"])),
+         "widest_ci": widest, "target_ci": TARGET_WIDTH,
+         "n_for_target": n_for_target(a.n, si),
+         "method": "SALib Saltelli sampling (scrambled Sobol), sobol.analyze (Saltelli 2010 S1, "
+                   "Jansen ST), bootstrap 95 % CI (width = 2 x conf); inputs uniform over "
+                   "the sensitivity study's ranges",
+         "seconds": time.time() - t0,
+         "samples": x.tolist(), "outputs": y.tolist()}
+    with open(os.path.join(out, "sobol.json"), "w") as fh:
+        json.dump(d, fh, indent=1)
+    plot(d, out)
+    print(f"{'input':46s}    S1 (95% CI width)    ST (95% CI width)   ST-S1")
+    for r in table:
+        print(f"{r['parameter']:46s} {r['S1']:6.3f} ({r['S1_ci']:.3f})     {r['ST']:6.3f} "
+              f"({r['ST_ci']:.3f})     {r['interactions']:+.3f}")
+    print(f"drop at 90 min: mean {d['drop']['mean']:.2f} C, sd {d['drop']['std']:.2f} C, "
+          f"{d['drop']['min']:.2f} .. {d['drop']['max']:.2f} C; sum S1 = {d['sum_S1']:.3f}")
+    print(f"widest 95 % CI {widest:.3f} (target < {TARGET_WIDTH}): "
+          + ("met" if widest < TARGET_WIDTH else
+             f"not met; about N = {d['n_for_target']} would meet it"))
+    print(f"wrote {out}/sobol.json and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
