@@ -27,10 +27,18 @@ _names = itertools.count()
 
 
 class Pool:
-    """One farm, one driving thread, any number of executors (see the module docstring)."""
+    """One farm, one driving thread, any number of executors (see the module docstring).
 
-    def __init__(self, farm, own: bool):
+    ``start``, if given, makes the farm in the pool's thread (spawning workers takes a
+    second or more: ``submit`` does not wait for it); it returns an object with ``farm``
+    and ``close(reason)``, which then ends the farm instead of ``farm.close``."""
+
+    def __init__(self, farm, own: bool, start=None):
         self.farm, self.own = farm, own
+        self._start, self._owner = start, None
+        self.ready = threading.Event()   # the farm exists (or could not be made)
+        if farm is not None:
+            self.ready.set()
         self.lock = threading.Lock()
         self.wakeup = threading.Condition(self.lock)    # the pool thread sleeps on it
         self.changed = threading.Condition(self.lock)   # a job finished, or the pool broke
@@ -38,18 +46,24 @@ class Pool:
         self.jobs: list = []
         self.closing = False
         self.broken: str | None = None
+        self.broken_cause: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="pyfw-futures-pool", daemon=True)
         self.thread.start()
+        if start is not None:
+            _at_exit.add(self)
 
     @property
     def num_workers(self) -> int:
-        """Workers serving the pool (0 once it is broken)."""
-        return 0 if self.broken else self.farm.num_workers
+        """Workers serving the pool (0 once it is broken); waits for a spawning pool."""
+        self.ready.wait()
+        return 0 if self.broken or self.farm is None else self.farm.num_workers
 
     def add(self, job) -> None:
         """Queue a new job (call with ``self.lock`` held)."""
         if self.broken is not None:
-            raise BrokenExecutor(self.broken)
+            err = BrokenExecutor(self.broken)
+            err.__cause__ = self.broken_cause
+            raise err
         self.incoming.append(job)
         self.wakeup.notify()
 
@@ -65,17 +79,26 @@ class Pool:
 
     def _run(self) -> None:
         reason = None
-        if self.farm.size == 1:
-            _context.mark_in_process_thread()
         try:
+            if self._start is not None:
+                try:
+                    self._owner = self._start()
+                    self.farm = self._owner.farm
+                finally:
+                    self.ready.set()
+            if self.farm.size == 1:
+                _context.mark_in_process_thread()
             while self._turn():
                 pass
         except BaseException as exc:  # the farm failed: fail everything, never hang
             reason = f"{type(exc).__name__}: {exc}"
             self._break(exc)
         finally:
-            if self.own:
+            if self.own and self._owner is not None:
+                self._owner.close(reason)
+            elif self.own and self.farm is not None:
                 self.farm.close(reason)
+            _at_exit.discard(self)
 
     def _turn(self) -> bool:
         with self.lock:
@@ -134,13 +157,30 @@ class Pool:
     def _break(self, exc) -> None:
         msg = f"the executor's pool failed: {type(exc).__name__}: {exc}"
         with self.lock:
-            self.broken = msg
+            self.broken, self.broken_cause = msg, exc
             jobs = self.jobs + list(self.incoming)
             self.incoming.clear()
         for job in jobs:
             job.broken(msg, exc)
         with self.lock:
             self.changed.notify_all()
+
+
+#: pools that spawned their workers: closed (waiting for their work) when the interpreter
+#: exits, before MPI is finalized, so that no worker outlives its parent
+_at_exit: set = set()
+
+
+def _close_at_exit() -> None:
+    for pool in list(_at_exit):
+        pool.close(wait=True)
+
+
+if hasattr(threading, "_register_atexit"):   # runs before atexit's MPI_Finalize
+    threading._register_atexit(_close_at_exit)
+else:  # pragma: no cover
+    import atexit
+    atexit.register(_close_at_exit)
 
 
 class SubmitJob:

@@ -1,6 +1,7 @@
 """:class:`Executor`: mpi4py's ``MPIPoolExecutor`` interface over a pyfw farm."""
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 import threading
@@ -16,14 +17,15 @@ from ..farm.policies import make_policy
 from . import _context
 from ._context import WORKER_RUN_NAME
 from ._pool import MapJob, Pool, SubmitJob
+from ._spawn import SpawnedFarm, max_workers_default, use_pkl5_option
 from ._remote import MapCall, Setup, user_exception
 from ._results import results
 
 __all__ = ["Executor"]
 
 _ids = itertools.count()
-#: accepted for compatibility with MPIPoolExecutor; they concern spawning, which pyfw
-#: does not do (its workers are the ranks mpiexec started)
+#: MPIPoolExecutor's options for spawned workers (spawn mode); ``use_pkl5`` and ``backoff``
+#: are validated and have nothing to do (the farm has its own transport and waiting)
 _SPAWN_OPTIONS = ("python_exe", "python_args", "mpi_info", "main", "use_pkl5", "backoff")
 _WORKER_OPTIONS = ("path", "wdir", "env", "globals")
 #: options of the whole farm: honoured when the executor makes its own farm
@@ -54,21 +56,34 @@ def _validate(max_workers, initializer, policy, options) -> None:
 class Executor(cf.Executor):
     """Run callables on pyfw workers; a drop-in for ``mpi4py.futures.MPIPoolExecutor``.
 
+    Where the workers come from (as in mpi4py): under ``python -m pyfw.futures`` the other
+    ranks serve every executor; otherwise (``python script.py``, ``mpiexec -n 1``) each
+    executor spawns ``max_workers`` workers with ``MPI_Comm_spawn`` at its first use
+    (default: ``$MPI4PY_FUTURES_MAX_WORKERS``, else the universe size minus the world size,
+    else 1) and ends them at ``shutdown`` or at exit. ``in_process=True`` runs the tasks in
+    this process instead, on purpose.
+
     ``max_workers``, ``initializer``/``initargs`` and the keyword options of
-    ``MPIPoolExecutor`` are accepted and validated as mpi4py does (``path``, ``wdir``,
+    ``MPIPoolExecutor`` are accepted and validated as mpi4py does: ``path``, ``wdir``,
     ``env`` and ``globals`` are applied on every worker before this executor's first task
-    there; the spawn options ``python_exe``, ``python_args``, ``mpi_info``, ``main``,
-    ``use_pkl5`` and ``backoff`` have nothing to do: the workers are the ranks mpiexec
-    started). pyfw options: ``policy`` (chunking policy of this executor's rounds),
-    ``comm`` and ``root`` (run SPMD over ``comm``, like ``MPICommExecutor``: call on every
-    rank and use ``with``; the executor is ``None`` on the workers) and, when the
-    executor makes its own farm, the options of :class:`pyfw.farm.Farm`.
+    there; ``python_exe``, ``python_args``, ``mpi_info`` (merged over pyfw's
+    ``map_by=:OVERSUBSCRIBE``) and ``main`` shape spawned workers; ``use_pkl5`` and
+    ``backoff`` have nothing to do. pyfw options: ``policy`` (chunking policy of this
+    executor's rounds), ``comm`` and ``root`` (run SPMD over ``comm``, like
+    ``MPICommExecutor``: call on every rank and use ``with``; the executor is ``None`` on
+    the workers), ``in_process`` and, when the executor makes its own farm (spawned or
+    in-process), the options of :class:`pyfw.farm.Farm`.
     """
 
     def __init__(self, max_workers=None, initializer=None, initargs=(), *, comm=None,
-                 root: int = 0, policy=None, **options):
+                 root: int = 0, policy=None, in_process: bool = False, **options):
         _validate(max_workers, initializer, policy, options)
         self._policy = policy
+        self._max_workers_asked = None if max_workers is None else int(max_workers)
+        self._in_process = bool(in_process)
+        self._spawn_options = {k: v for k, v in options.items()
+                               if k in _SPAWN_OPTIONS + _WORKER_OPTIONS}
+        use_pkl5_option(options.get("use_pkl5"))
         self._setup = Setup(next(_ids), initializer, initargs,
                             *(options.get(k) for k in _WORKER_OPTIONS))
         self._farm_options = {k: v for k, v in options.items() if k in _FARM_OPTIONS}
@@ -196,9 +211,13 @@ class Executor(cf.Executor):
                 pool = _context.shared_pool()
                 if pool is not None:   # classes pickled on workers name the main module so
                     sys.modules.setdefault(WORKER_RUN_NAME, sys.modules["__main__"])
-                else:
-                    _context.warn_if_unlaunched()
+                elif self._in_process or _context.serving:
+                    # asked for, or a task on a worker made an executor: no spawning there
                     pool = Pool(Farm(MPI.COMM_SELF, **self._farm_options), own=True)
+                else:
+                    n = self._max_workers_asked or max_workers_default()
+                    pool = Pool(None, own=True, start=functools.partial(
+                        SpawnedFarm, n, self._spawn_options, self._farm_options))
                 self._pool = pool
             if self._job is None:
                 self._job = SubmitJob(self, self._setup if self._setup.needed else None)

@@ -1,0 +1,173 @@
+"""Spawn mode, parent side (private): start an executor's workers with ``MPI_Comm_spawn``
+and farm over them.
+
+When a program has no worker ranks (``python script.py``, ``mpiexec -n 1``), each executor
+spawns its own workers, as ``mpi4py.futures`` does, running :mod:`pyfw.futures.server`.
+The parent sends them what to prepare (the main module to import, ``path``, ``wdir``,
+``env``, ``globals``), merges the intercommunicator so that it is rank 0 of an
+intracommunicator, and runs an ordinary :class:`pyfw.farm.Farm` over it: adaptive chunks,
+pipelining and uneven workers as for launched ranks. :func:`close` stops the farm and
+disconnects; workers whose parent dies exit by themselves (see the server's watchdog).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import warnings
+
+from mpi4py import MPI
+
+from ..farm import Farm
+from . import _context
+
+__all__ = ["max_workers_default", "python_flags", "spawn", "SpawnedFarm", "SpawnError",
+           "SERVER_MODULE"]
+
+SERVER_MODULE = "pyfw.futures.server"
+
+#: sys.flags that a spawned interpreter inherits (as mpi4py.futures passes them on)
+_FLAG_OPTIONS = {"debug": "d", "optimize": "O", "dont_write_bytecode": "B",
+                 "no_user_site": "s", "no_site": "S", "ignore_environment": "E",
+                 "verbose": "v", "bytes_warning": "b", "quiet": "q",
+                 "hash_randomization": "R", "isolated": "I", "safe_path": "P"}
+
+
+class SpawnError(RuntimeError):
+    """The workers could not be spawned; the message names the cause and the fix."""
+
+
+def max_workers_default() -> int:
+    """mpi4py's rule: ``$MPI4PY_FUTURES_MAX_WORKERS`` (or the deprecated
+    ``$MPI4PY_MAX_WORKERS``), else the universe size minus the world size (at least 1),
+    else 1."""
+    for name in ("MPI4PY_FUTURES_MAX_WORKERS", "MPI4PY_MAX_WORKERS"):
+        value = os.environ.get(name)
+        if value is not None:
+            if name == "MPI4PY_MAX_WORKERS":
+                warnings.warn("environment variable MPI4PY_MAX_WORKERS is deprecated, use "
+                              "MPI4PY_FUTURES_MAX_WORKERS", DeprecationWarning, stacklevel=3)
+            return int(value)
+    universe = MPI.COMM_WORLD.Get_attr(MPI.UNIVERSE_SIZE)
+    if universe is not None:
+        return max(universe - MPI.COMM_WORLD.Get_size(), 1)
+    return 1
+
+
+def python_flags() -> list[str]:
+    """This interpreter's command-line flags, for the spawned ones (as mpi4py does)."""
+    args = []
+    for flag, opt in _FLAG_OPTIONS.items():
+        value = getattr(sys.flags, flag, 0)
+        if value > 0:
+            args.append("-" + opt * int(value))
+    args += ["-W" + opt for opt in sys.warnoptions]
+    for opt, value in getattr(sys, "_xoptions", {}).items():
+        args.append("-X" + opt if value is True else f"-X{opt}={value}")
+    return args
+
+
+def use_pkl5_option(value):
+    """Validate ``use_pkl5`` / ``$MPI4PY_FUTURES_USE_PKL5`` as mpi4py does (a bad value of
+    the variable warns). pyfw's farm has its own transport, so the value is not used."""
+    if value is None:
+        env = os.environ.get("MPI4PY_FUTURES_USE_PKL5")
+        if env is not None:
+            low = env.lower()
+            if low in ("false", "no", "off", "n", "0"):
+                return False
+            if low in ("true", "yes", "on", "y", "1"):
+                return True
+            warnings.warn(f"environment variable MPI4PY_FUTURES_USE_PKL5: unexpected value "
+                          f"{env!r}", RuntimeWarning, stacklevel=2)
+    return bool(value)
+
+
+def _allow_root() -> None:
+    """Open MPI refuses to start as root unless told; a singleton's spawn starts its own
+    PRRTE, which reads the PRTE_ pair (the OMPI_ pair alone is not enough)."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        for prefix in ("OMPI", "PRTE"):
+            os.environ.setdefault(f"{prefix}_ALLOW_RUN_AS_ROOT", "1")
+            os.environ.setdefault(f"{prefix}_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+
+
+def _main_module(import_main: bool) -> dict:
+    """How the workers find the parent's main module (None entries: nothing to import)."""
+    if not import_main:
+        return {}
+    main = sys.modules["__main__"]
+    spec = getattr(main, "__spec__", None)
+    name = getattr(spec, "name", None)
+    path = getattr(main, "__file__", None)
+    return {"mod_name": name, "mod_path": path}
+
+
+def _fix_hint(n: int) -> str:
+    return (f"fix: launch the program with its workers instead, `pyfw-run -n {n + 1} -- "
+            f"python -m pyfw.futures script.py`, or pass in_process=True to run the tasks in "
+            f"this process on purpose")
+
+
+def spawn(max_workers: int, python_exe=None, python_args=None, mpi_info=None):
+    """``MPI_Comm_spawn`` ``max_workers`` servers; the intercommunicator to them."""
+    if _context.importing_main:   # as mpi4py's recursive-spawn check, without the abort
+        raise SpawnError("a worker importing the main program tried to spawn workers: put "
+                         "the code that creates executors under "
+                         "`if __name__ == '__main__':`")
+    _allow_root()
+    exe = sys.executable if python_exe is None else os.fspath(python_exe)
+    args = python_flags() + list(python_args or []) + ["-m", SERVER_MODULE]
+    # more workers than slots must still start (a singleton's own PRRTE does; mpiexec's
+    # does not unless told): pyfw's idle workers sleep, they do not spin
+    keys = {"map_by": ":OVERSUBSCRIBE"}
+    if mpi_info:
+        keys.update(dict(mpi_info.items() if hasattr(mpi_info, "items") else mpi_info))
+    info = MPI.Info.Create()
+    try:
+        for k, v in keys.items():
+            info.Set(str(k), str(v))
+        return MPI.COMM_SELF.Spawn(exe, args, max_workers, info)
+    except MPI.Exception as exc:
+        raise SpawnError(
+            f"pyfw.futures could not spawn {max_workers} worker(s) with MPI_Comm_spawn "
+            f"({exc.Get_error_string()}; Open MPI printed the details above, if any). "
+            f"Spawning needs Open MPI's runtime (prte beside mpiexec) and, inside a batch "
+            f"job, the allocation's slots; {_fix_hint(max_workers)}") from exc
+    finally:
+        info.Free()
+
+
+class SpawnedFarm:
+    """The farm of one executor's spawned workers, and how to tear it down."""
+
+    def __init__(self, max_workers: int, options: dict, farm_options: dict):
+        self.intercomm = spawn(max_workers, options.get("python_exe"),
+                               options.get("python_args"), options.get("mpi_info"))
+        sync = {"main": _main_module(options.get("main", True) is not False),
+                "path": options.get("path"), "wdir": options.get("wdir"),
+                "env": options.get("env"), "globals": options.get("globals"),
+                "parent": (socket.gethostname(), os.getpid()),
+                # what the parent can import, the workers can (pytest's rootdir, a path
+                # set at run time): appended after their own entries, same interpreter only
+                "sys_path": list(sys.path) if options.get("python_exe") is None else [],
+                "farm": {k: v for k, v in farm_options.items() if k == "hierarchy"}}
+        self.intercomm.bcast(sync, root=MPI.ROOT)
+        self.merged = self.intercomm.Merge(high=False)   # the parent is rank 0
+        self.farm = Farm(self.merged, master=0, **farm_options)
+        self.workers = _context.split_workers(self.farm)   # collective: COMM_NULL here
+
+    def close(self, reason=None) -> None:
+        """Stop the farm (the workers leave) and disconnect from them."""
+        try:
+            self.farm.close(reason)
+        finally:
+            for comm in (self.merged,):
+                try:
+                    comm.Free()
+                except MPI.Exception:
+                    pass
+            try:
+                self.intercomm.Disconnect()
+            except MPI.Exception:
+                pass
