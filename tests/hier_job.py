@@ -10,7 +10,16 @@ MODE ``kill-submaster`` (ULFM): the master SIGKILLs the sub-master mid-map.
 MODE ``kill-node-worker`` (ULFM): rank $HIER_KILL_RANK (default 3), behind a sub-master,
 SIGKILLs itself mid-map (``HIER_SUBMASTER`` names the sub-master for ``kill-submaster``).
 MODE ``journal``: 300 tasks with a result journal, each recording the run id.
-The master writes a JSON summary to OUT.
+MODE ``rejoin`` (ULFM, 6 ranks, ``PYFW_FARM_NODE_SIZE=3`` or three real nodes of two): the
+issue-36 reproduction. $HIER_TASKS tasks (20) of $HIER_TASK_S seconds (0.8), each polling
+``ctx.cancelled()`` every 10 ms; once $HIER_KILL_AFTER seconds (one task's time) have passed
+*and* both node workers of the second node have finished a task and are inside the next,
+the master SIGKILLs that node's sub-master. The node workers are to rejoin the master as direct workers.
+MODE ``exit-in-task`` (ULFM): rank $HIER_EXIT_RANK raises $HIER_EXIT_KIND (``SystemExit`` or
+``KeyboardInterrupt``) in its 3rd task of 60 of 20 ms; it leaves the farm.
+MODE ``exit-in-setup`` (ULFM): rank $HIER_EXIT_RANK raises $HIER_EXIT_KIND in the setup.
+The master writes a JSON summary to OUT; every other rank that leaves its ``with Farm``
+quietly writes OUT.rankN.
 """
 import json
 import os
@@ -20,7 +29,7 @@ import time
 
 from mpi4py import MPI
 
-from pyfw import Farm
+from pyfw import Farm, Task
 
 RANK = MPI.COMM_WORLD.Get_rank()
 _count = 0
@@ -88,6 +97,97 @@ def journaled(x):
     return x, os.environ.get("PYFW_RUN_ID", "?")
 
 
+def _mark(name):
+    """An empty file beside the job's output (the master reads them: who runs what now)."""
+    folder = os.path.dirname(os.path.abspath(sys.argv[2]))
+    open(os.path.join(folder, name), "w").close()
+
+
+def _marked(name):
+    return os.path.exists(os.path.join(os.path.dirname(os.path.abspath(sys.argv[2])), name))
+
+
+class Poll(Task):
+    """A long task that polls ``ctx.cancelled()`` every 10 ms and gives up when it says so,
+    marking its start and end (``start-RANK-I``, ``end-RANK-I``)."""
+
+    def __init__(self, i, seconds):
+        self.i, self.seconds = i, seconds
+
+    def run(self, ctx):
+        _mark(f"start-{RANK}-{self.i}")
+        t_end = time.monotonic() + self.seconds
+        while time.monotonic() < t_end:
+            if ctx.cancelled():
+                return None
+            time.sleep(0.01)
+        _mark(f"end-{RANK}-{self.i}")
+        return self.i, RANK
+
+
+def _inside_a_task(rank, ntasks):
+    return any(_marked(f"start-{rank}-{i}") and not _marked(f"end-{rank}-{i}")
+               for i in range(ntasks))
+
+
+def _mid_run(rank, ntasks):
+    """``rank`` has finished a task and is inside the next one."""
+    return (any(_marked(f"end-{rank}-{i}") for i in range(ntasks))
+            and _inside_a_task(rank, ntasks))
+
+
+def rejoin(farm):
+    """Kill the second node's sub-master while its node workers are inside a task; every
+    result and where it came from."""
+    ntasks = int(os.environ.get("HIER_TASKS", "20"))
+    seconds = float(os.environ.get("HIER_TASK_S", "0.8"))
+    kill_after = float(os.environ.get("HIER_KILL_AFTER", str(seconds)))
+    lay = farm._layout
+    (node, sub), = lay.submasters.items()
+    node_workers = lay.members[node][1:]
+    t0 = time.monotonic()
+    rnd = farm.open([Poll(i, seconds) for i in range(ntasks)])
+    got, killed = [], None
+    while not rnd.finished:
+        farm.step()
+        for batch in rnd.drain():
+            now = time.monotonic() - t0
+            got += [[tid, value, batch.rank, now] for tid, value in zip(batch.ids, batch.values)]
+        if killed is None and time.monotonic() - t0 >= kill_after and all(
+                _mid_run(r, ntasks) for r in node_workers):
+            os.kill(farm.engine.workers[sub].pid, signal.SIGKILL)
+            killed = {"at": time.monotonic() - t0, "done": len(got),
+                      "running": sorted(r for r in range(1, farm.size)
+                                        if _inside_a_task(r, ntasks))}
+    rnd.close()
+    st = farm.stats()
+    return {"results": got, "killed": killed, "wall": time.monotonic() - t0,
+            "submaster": sub, "node_workers": node_workers, "seconds": seconds,
+            "ntasks": ntasks, "alive": {w["rank"]: w["alive"] for w in st["workers"]},
+            "hosts": {w["rank"]: w["host"] for w in st["workers"]}}
+
+
+_exits = {"n": 0}
+
+
+def _exit_now():
+    kind = os.environ.get("HIER_EXIT_KIND", "SystemExit")
+    raise SystemExit(3) if kind == "SystemExit" else KeyboardInterrupt()
+
+
+def exiting(x):
+    _exits["n"] += 1
+    if RANK == int(os.environ["HIER_EXIT_RANK"]) and _exits["n"] == 3:
+        _exit_now()
+    time.sleep(0.02)
+    return x, RANK
+
+
+def exit_in_setup(ctx):
+    if RANK == int(os.environ["HIER_EXIT_RANK"]):
+        _exit_now()
+
+
 def contract(farm):
     out = {"hierarchy": farm.hierarchy}
     got = list(farm.map(square, range(1000)))
@@ -126,6 +226,51 @@ def contract(farm):
     return out
 
 
+def run(farm, mode):
+    """The master's part of MODE: the summary to write."""
+    if mode == "contract":
+        return contract(farm)
+    if mode == "retries":
+        return {"values": list(farm.map(flaky, range(40)))}
+    if mode == "timeout":
+        got = list(farm.map(straggle, range(20)))
+        return {"values": [v for v, _, _ in got], "ranks": [r for _, r, _ in got],
+                "stragglers_won": sum(1 for _, _, s in got if s),
+                "duplicates": farm.stats()["duplicates"]}
+    if mode == "kill-submaster":
+        got, killed = [], False
+        for i, value in enumerate(farm.map(square, range(600))):
+            got.append(value[0])
+            if i == 100 and not killed:
+                sub = int(os.environ.get("HIER_SUBMASTER", "2"))
+                os.kill(farm.engine.workers[sub].pid, signal.SIGKILL)
+                killed = True
+        st = farm.stats()
+        return {"values": got, "alive": {w["rank"]: w["alive"] for w in st["workers"]}}
+    if mode == "kill-node-worker":
+        got = list(farm.map(suicide, range(600)))
+        st = farm.stats()
+        return {"values": [v for v, _ in got],
+                "alive": {w["rank"]: w["alive"] for w in st["workers"]}}
+    if mode == "journal":
+        got = list(farm.map(journaled, range(300)))
+        return {"values": [v for v, _ in got], "runs": sorted({r for _, r in got}),
+                "resumed": farm.journal.resumed}
+    if mode == "rejoin":
+        return rejoin(farm)
+    if mode == "kill-submaster-at-end":   # killed as the master leaves: nobody waits
+        got = list(farm.map(square, range(200)))
+        (_, sub), = farm._layout.submasters.items()
+        os.kill(farm.engine.workers[sub].pid, signal.SIGKILL)
+        return {"values": [v for v, _ in got]}
+    if mode in ("exit-in-task", "exit-in-setup"):
+        got = list(farm.map(exiting, range(60)))
+        st = farm.stats()
+        return {"values": [v for v, _ in got], "ranks": sorted({r for _, r in got}),
+                "alive": {w["rank"]: w["alive"] for w in st["workers"]}}
+    raise SystemExit(f"unknown mode {mode}")
+
+
 def main():
     mode, path = sys.argv[1], sys.argv[2]
     kwargs = {"hierarchy": "node"}
@@ -135,39 +280,14 @@ def main():
         kwargs["task_timeout"] = 0.5
     if mode == "journal":
         kwargs["journal"] = sys.argv[3]
+    if mode == "exit-in-setup":
+        kwargs["setup"] = exit_in_setup
     with Farm(MPI.COMM_WORLD, **kwargs) as farm:
-        if not farm.is_master:
-            return
-        if mode == "contract":
-            out = contract(farm)
-        elif mode == "retries":
-            out = {"values": list(farm.map(flaky, range(40)))}
-        elif mode == "timeout":
-            got = list(farm.map(straggle, range(20)))
-            out = {"values": [v for v, _, _ in got], "ranks": [r for _, r, _ in got],
-                   "stragglers_won": sum(1 for _, _, s in got if s),
-                   "duplicates": farm.stats()["duplicates"]}
-        elif mode == "kill-submaster":
-            got, killed = [], False
-            for i, value in enumerate(farm.map(square, range(600))):
-                got.append(value[0])
-                if i == 100 and not killed:
-                    sub = int(os.environ.get("HIER_SUBMASTER", "2"))
-                    os.kill(farm.engine.workers[sub].pid, signal.SIGKILL)
-                    killed = True
-            st = farm.stats()
-            out = {"values": got, "alive": {w["rank"]: w["alive"] for w in st["workers"]}}
-        elif mode == "kill-node-worker":
-            got = list(farm.map(suicide, range(600)))
-            st = farm.stats()
-            out = {"values": [v for v, _ in got],
-                   "alive": {w["rank"]: w["alive"] for w in st["workers"]}}
-        elif mode == "journal":
-            got = list(farm.map(journaled, range(300)))
-            out = {"values": [v for v, _ in got], "runs": sorted({r for _, r in got}),
-                   "resumed": farm.journal.resumed}
-        else:
-            raise SystemExit(f"unknown mode {mode}")
+        if farm.is_master:
+            out = run(farm, mode)
+    if not farm.is_master:
+        open(f"{path}.rank{RANK}", "w").close()   # left the farm quietly
+        return
     with open(path, "w") as fh:
         json.dump(out, fh)
 

@@ -203,14 +203,13 @@ class Farm:
                 print(format_summary(self.stats()), file=sys.stderr, flush=True)
 
     def _orphans(self) -> list[int]:
-        """Node workers whose sub-master died and who have not (yet) come to serve the
-        master: told to stop too, so one that comes late finds the stop waiting."""
+        """Node workers that have not come to serve the master: told to stop too, so one
+        whose sub-master dies (even unseen yet, as the master closes) finds the stop
+        waiting when it comes; the others leave with their sub-master and never read it."""
         lay, engine = self._layout, self.engine
         if lay is None:
             return []
-        dead = {lay.node_of[w.rank] for w in engine.workers.values()
-                if not w.alive and lay.role(w.rank) == "submaster"}
-        return [r for node in sorted(dead) for r in lay.members[node][1:]
+        return [r for node in sorted(lay.submasters) for r in lay.members[node][1:]
                 if r not in engine.workers]
 
     @property

@@ -377,16 +377,20 @@ def serve(comm: Comm, master: int = 0, setup=None, setup_args=(),
     exitguard.install()   # from here on, an exit of this rank is a death ULFM sees
     w = worker if worker is not None else WorkerLoop(comm, master, ctx)
     setup_error = None
-    if setup is not None and ctx is None:
-        try:
-            setup(w.ctx, *setup_args)
-        except Exception as exc:
-            setup_error = error_info(exc, comm.rank, comm.size, comm.host)
+    where = "in setup"
     try:
+        if setup is not None and ctx is None:
+            try:
+                setup(w.ctx, *setup_args)
+            except Exception as exc:
+                setup_error = error_info(exc, comm.rank, comm.size, comm.host)
+        where = "while serving"
         comm.isend(P.ctrl("hello", comm.host, os.getpid(), setup_error), master, P.CTRL)
         w.loop()
     except PeerFailure as exc:
         return Stopped(Stop.MASTER_FAILED, str(exc))
+    except (SystemExit, KeyboardInterrupt) as exc:   # outside a task (run_items sees those)
+        exitguard.leave(f"{exc!r} {where}")   # the rank leaves, as from a task
     finally:
         w.close()
         comm.flush(timeout=10.0, raise_on_timeout=False)
