@@ -24,8 +24,10 @@ the solution's length is at most the scramble's (18 for a facelet string: the le
 most random positions). A cube whose task yields is known to be long and goes first.
 
 Resuming (``Farm(journal=...)``): each finished cube is written to the journal as the one
-result of a round named after the cube (its facelets, heuristic and limit), so a restarted
-batch takes it from there instead of solving it again, whatever line it is on.
+result of a round named after the cube (its facelets, heuristic and limit), and reported
+only once the journal has it on disk, so a restarted batch takes every reported cube from
+there instead of solving it again, whatever line it is on. (The pieces' own rounds are
+journaled too, by the farm, under names unique to the run: never taken up again.)
 """
 import heapq
 import time
@@ -222,8 +224,8 @@ def predicted_cost(h_value, scramble_length=None):
 
 def journal_name(cube, heuristic, limit):
     """The journal round that holds a finished cube's result (named after its content, so a
-    resumed batch finds it on any line)."""
-    return f"rubik-cube/{heuristic}/{limit}/{cube.facelets()}"
+    resumed batch finds it on any line; no "/": the journal makes a round an HDF5 group)."""
+    return f"rubik-cube:{heuristic}:{limit}:{cube.facelets()}"
 
 
 class BatchSolver:
@@ -286,13 +288,16 @@ class BatchSolver:
                             raise next(iter(batch.errors.values()))
                         for r in batch.values:
                             slot[1] -= 1
-                            if job is None:
-                                continue        # an echo for the journal
+                            if job is None:     # the echo of a finished cube: journaled
+                                self.farm.journal.flush()
+                                yield slot[2].entry, slot[2].result
+                                continue
                             self.out -= 1
                             job.out -= 1
                             if self._take(job, r, jobs, waiting, splitting):
                                 active -= 1
-                                yield job.entry, job.result
+                                if journal is None:
+                                    yield job.entry, job.result
                     if rnd.finished:
                         self._close(rnd)
         finally:
@@ -301,7 +306,7 @@ class BatchSolver:
 
     def _close(self, rnd):
         """Close a round; tasks it never answered (cancelled) no longer count as out."""
-        job, pending = self.rounds.pop(rnd)
+        job, pending = self.rounds.pop(rnd)[:2]
         rnd.close()
         if job is not None:
             if rnd in job.rounds:
@@ -345,7 +350,7 @@ class BatchSolver:
         when one finds the solution (names unique to this run: never resumed from the
         journal)."""
         self.nrounds += 1
-        rnd = self.farm.open([task], name=f"rubik-batch/{self.run_id}/{self.nrounds}",
+        rnd = self.farm.open([task], name=f"rubik-batch:{self.run_id}:{self.nrounds}",
                              chunksize=1, tail_duplication=False, eager=True)
         self.rounds[rnd] = [job, 1]
         job.rounds.append(rnd)
@@ -422,7 +427,7 @@ class BatchSolver:
             self.nrounds += 1
             rnd = self.farm.open([EchoTask(res)], chunksize=1,
                                  name=journal_name(cube, self.h.name, self.limit))
-            self.rounds[rnd] = [None, 1]
+            self.rounds[rnd] = [None, 1, job]   # reported once it is in the journal
 
     def _result_of_solved(self, e):
         return {"line": e.line, "input": e.text, "facelets": e.cube.facelets(), "length": 0,
@@ -432,24 +437,25 @@ class BatchSolver:
 
 
 def summary(results, errors, seconds, workers):
-    """The batch's summary: cubes, cubes/s (and per worker), lengths, the slowest cube."""
+    """The batch's summary: cubes (``solved`` by this run, the others ``resumed`` from the
+    journal), cubes/s and per worker (this run's), lengths, the slowest cube, nodes."""
     lengths = {}
     for r in results:
         key = "unsolved" if r["length"] is None else r["length"]
         lengths[key] = lengths.get(key, 0) + 1
-    slowest = max(results, key=lambda r: r["seconds"], default=None)
-    gen = sum(r["generated"] for r in results)
-    busy = sum(r["busy_seconds"] for r in results)
-    return {"cubes": len(results), "errors": len(errors), "seconds": seconds,
-            "cubes_per_second": len(results) / seconds if seconds > 0 else None,
+    ran = [r for r in results if not r.get("resumed")]
+    slowest = max(ran, key=lambda r: r["seconds"], default=None)
+    gen = sum(r["generated"] for r in ran)
+    busy = sum(r["busy_seconds"] for r in ran)
+    rate = len(ran) / seconds if seconds > 0 else None
+    return {"cubes": len(results), "solved": len(ran), "resumed": len(results) - len(ran),
+            "errors": len(errors), "seconds": seconds, "cubes_per_second": rate,
             "workers": workers,
-            "cubes_per_second_per_worker": (len(results) / seconds / workers
-                                            if seconds > 0 else None),
+            "cubes_per_second_per_worker": None if rate is None else rate / workers,
             "lengths": {str(k): v for k, v in sorted(lengths.items(),
                                                       key=lambda kv: (kv[0] == "unsolved",
                                                                       str(kv[0]).zfill(3)))},
             "slowest": None if slowest is None else {
                 "line": slowest["line"], "seconds": slowest["seconds"],
                 "length": slowest["length"]},
-            "generated": gen, "nodes_per_second": gen / busy if busy > 0 else None,
-            "resumed": sum(1 for r in results if r.get("resumed"))}
+            "generated": gen, "nodes_per_second": gen / busy if busy > 0 else None}

@@ -1,0 +1,172 @@
+"""Batches of cubes (apps/rubik/batch.py, ``python -m apps.rubik --file``): parsing, optimal
+lengths against the serial solver, exact node counts when cubes are split into pieces,
+the journal's resume, and the command line."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from mpi4py import MPI
+
+from apps.rubik.batch import BatchSolver, read_entries, search_cube
+from apps.rubik.cube import Cube
+from apps.rubik.solver import Heuristic, Solver
+from pyfw.farm import Farm
+from mpi_util import agree
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEPTH = 5                     # truncated phase-1 tables, built in memory in seconds
+SCRAMBLES = ["F2 D L' U R2 B D' R F U2 L", "R U2 F' L D B2 R' U L2 F", "U F R2 D' B L",
+             "D2 B' R U' F2 L D R'", "L2 U B' R D2 F' U2 R B"]
+
+_H = {}
+
+
+def tables():
+    if "h" not in _H:
+        _H["h"] = Heuristic("phase1", progress=False, max_depth=DEPTH)
+    return _H["h"]
+
+
+def share_tables(ctx):
+    """Farm setup (one process): the worker context takes the test's tables."""
+    h = tables()
+    ctx.resource(f"rubik:phase1:None:{DEPTH}:True", lambda: h)
+
+
+def test_read_entries_skips_blanks_and_comments_and_numbers_bad_lines():
+    solved = "U" * 9 + "R" * 9 + "F" * 9 + "D" * 9 + "L" * 9 + "B" * 9
+    lines = ["# header", "", "R U R' U'", "  ", "R U X", solved + "  # solved",
+             "F2 B' # a comment", "U" * 54]
+    es = read_entries(lines)
+    assert [e.line for e in es] == [3, 5, 6, 7, 8]
+    assert [e.error is None for e in es] == [True, False, True, True, False]
+    assert "X" in es[1].error
+    assert es[0].scramble_length == 4 and es[2].scramble_length is None
+    assert es[2].cube.is_solved and es[3].cube == Cube.from_moves("F2 B'")
+
+
+class _Farm:
+    """A one-process farm that claims two workers: the batch splits its tail as on two."""
+
+    def __init__(self, farm, workers):
+        self._farm, self.num_workers = farm, workers
+
+    def __getattr__(self, name):
+        return getattr(self._farm, name)
+
+
+def _serial_iterations(cube, h):
+    s = Solver(tables=h).solve(cube, symmetry=False)
+    return s, {i.bound: i.generated for i in s.iterations}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_batch_lengths_are_optimal_and_split_pieces_count_the_serial_nodes(workers):
+    # tiny yields: every task hands its remainder back after one slice, so the cubes are
+    # searched as many pieces (split at the tail with two workers); every length must be
+    # the serial solver's and every exhausted iteration must count exactly its nodes
+    h = tables()
+    spec = ("phase1", None, DEPTH, True, "shared")
+    entries = read_entries(SCRAMBLES + ["nonsense"])
+    with Farm(MPI.COMM_SELF, setup=share_tables) as farm:
+        solver = BatchSolver(_Farm(farm, workers), h, spec, whole_yield=0.0, piece_yield=0.0,
+                             symmetry=False)
+        got = {e.line: r for e, r in solver.solve(entries)}
+    assert sorted(got) == [1, 2, 3, 4, 5]
+    tasks = 0
+    for e in entries[:-1]:
+        s, serial = _serial_iterations(e.cube, h)
+        r = got[e.line]
+        assert r["length"] == s.length and r["verified"]
+        exhausted = {b: n for b, n in r["iterations"].items() if b < r["length"]}
+        assert exhausted == {b: n for b, n in serial.items() if b < s.length}
+        tasks += r["tasks"]
+    assert tasks > 3 * len(SCRAMBLES)           # cubes went out in many pieces
+
+
+def test_search_cube_resumes_exactly_where_it_yielded():
+    h = tables()
+    cube = Cube.from_moves(SCRAMBLES[0])
+    s, serial = _serial_iterations(cube, h)
+    bound, pieces, total = h.h(cube), None, {}
+    for _ in range(10_000):
+        r = search_cube(h, cube, bound, pieces, 40, True, 0.0, symmetry=False)
+        for b, n in r["iterations"].items():
+            total[b] = total.get(b, 0) + n
+        if r["status"] == "solved":
+            break
+        bound, pieces = r["bound"], r["rest"]
+    assert len(r["solution"]) == s.length
+    assert {b: n for b, n in total.items() if b < s.length} == \
+        {b: n for b, n in serial.items() if b < s.length}
+
+
+def test_a_journaled_batch_resumes_without_solving_a_reported_cube_again(tmp_path):
+    h = tables()
+    spec = ("phase1", None, DEPTH, True, "shared")
+    entries = read_entries(SCRAMBLES)
+    path = str(tmp_path / "batch.h5")
+    first = {}
+    with Farm(MPI.COMM_SELF, journal=path, setup=share_tables) as farm:
+        gen = BatchSolver(farm, h, spec, symmetry=False).solve(entries)
+        for e, r in gen:                     # "killed" after two cubes
+            first[e.line] = r
+            if len(first) == 2:
+                break
+        gen.close()
+    with Farm(MPI.COMM_SELF, journal=path, setup=share_tables) as farm:
+        again = {e.line: r for e, r in BatchSolver(farm, h, spec, symmetry=False).solve(entries)}
+    assert sorted(again) == [1, 2, 3, 4, 5]
+    assert {k for k, r in again.items() if r.get("resumed")} == set(first)
+    for k, r in first.items():
+        assert again[k]["moves"] == r["moves"]
+
+
+def _cli(args, stdin=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "apps.rubik", *args], cwd=ROOT, input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_batch_from_stdin_reports_bad_lines_and_a_summary(tmp_path):
+    text = "# three cubes and a bad line\nR U R' U'\n\nR U Q\nF2 D L' U R2\nB2 L' D\n"
+    common = ["--file", "-", "--heuristic", "phase1", "--table-depth", str(DEPTH),
+              "--cache-dir", str(tmp_path), "--json"]
+    p = _cli(common, text)
+    assert p.returncode == 1, p.stderr           # a bad line: exit status 1
+    rows = [json.loads(x) for x in p.stdout.splitlines()]
+    cubes = [r for r in rows if "length" in r]
+    assert sorted(r["line"] for r in cubes) == [2, 5, 6]
+    assert {r["line"]: r["length"] for r in cubes} == {2: 4, 5: 5, 6: 3}
+    assert [r["line"] for r in rows if "error" in r] == [4] and "line 4" in p.stderr
+    s = rows[-1]["summary"]
+    assert s["cubes"] == 3 and s["errors"] == 1 and s["lengths"] == {"3": 1, "4": 1, "5": 1}
+    # resumed from a journal: nothing solved again
+    journal = str(tmp_path / "j.h5")
+    good = "R U R' U'\nF2 D L' U R2\n"
+    p1 = _cli(common + ["--journal", journal], good)
+    p2 = _cli(common + ["--journal", journal], good)
+    assert p1.returncode == p2.returncode == 0, p1.stderr + p2.stderr
+    s2 = json.loads(p2.stdout.splitlines()[-1])["summary"]
+    assert s2["resumed"] == 2 and s2["generated"] == 0
+
+
+@pytest.mark.mpi(min_size=2)
+def test_batch_on_the_farm_is_optimal():
+    ok, msg = True, ""
+    h = tables()
+    spec = ("phase1", None, DEPTH, True, "shared")
+    from apps.rubik.parallel import preload
+    with Farm(MPI.COMM_WORLD, setup=preload, setup_args=spec) as farm:
+        if farm.is_master:
+            try:
+                entries = read_entries(SCRAMBLES)
+                got = {e.line: r for e, r in BatchSolver(farm, h, spec, whole_yield=0.0,
+                                                         piece_yield=0.0).solve(entries)}
+                for e in entries:
+                    s = Solver(tables=h).solve(e.cube)
+                    assert got[e.line]["length"] == s.length and got[e.line]["verified"]
+            except AssertionError as e:
+                ok, msg = False, str(e) or repr(e)
+    agree(ok, msg)
