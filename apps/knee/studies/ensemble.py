@@ -56,10 +56,13 @@ class Run:
                             history_every=a.history_every)
 
     def direct(self) -> dict:
+        from mpi4py import MPI
+
         from ..cli import main
         with tempfile.TemporaryDirectory() as out:
             with contextlib.redirect_stdout(io.StringIO()):
-                code = main(self.options() + ["--no-plots", "--quiet", "--out", out])
+                code = main(self.options() + ["--no-plots", "--quiet", "--out", out],
+                            comm=MPI.COMM_SELF)
             if code != 0:
                 raise RuntimeError(f"knee run failed with {list(self.extra)}")
             with open(os.path.join(out, "summary.json")) as fh:
