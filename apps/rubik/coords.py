@@ -321,7 +321,19 @@ SSLICE_SOLVED = int(_sslice_rank(np.arange(12, dtype=np.int64)))
 E6A_SOLVED = int(_e6_rank(np.array(EDGES_A, np.int64)))
 E6B_SOLVED = int(_e6_rank(np.array(EDGES_B, np.int64)))
 
-_TABLES = {}
+class _MoveTables(dict):
+    """The move tables; Korf's 6-edge ones (``e6``, ``e6x``: 0.6 s, only for the korf
+    tables) are built on first use, not at every start-up."""
+
+    def __missing__(self, key):
+        if key not in ("e6", "e6x"):
+            raise KeyError(key)
+        mcp, mco, mep, meo = move_arrays()
+        self["e6"], self["e6x"] = _e6_tables(mep, meo)
+        return self[key]
+
+
+_TABLES = _MoveTables()
 
 
 def move_tables():
@@ -334,5 +346,4 @@ def move_tables():
         _TABLES["flip"] = _move_table(FLIP, N_FLIP, mep, meo, 2, i16)
         _TABLES["slice"] = _move_table(SLICE, N_SLICE, mep, meo, 1, i16)
         _TABLES["sslice"] = _move_table(SSLICE, N_SSLICE, mep, meo, 1, i16)
-        _TABLES["e6"], _TABLES["e6x"] = _e6_tables(mep, meo)
     return _TABLES
