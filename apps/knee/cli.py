@@ -146,6 +146,16 @@ def _output_options(o) -> None:
     o.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
+def _device_name(p) -> str:
+    """The device as the docs name it: a pack (``device="gel"``) is a bag of crushed ice
+    (``pack="ice"``, pack_temp near 0 C) or a frozen gel pack; other devices by their name."""
+    if p.device != "gel":
+        return p.device
+    if p.pack == "ice":
+        return "crushed-ice pack" if p.pack_temp > -5 else f"frozen pack ({p.pack_temp:g} C)"
+    return f"non-freezing gel pack ({p.pack_temp:g} C)"
+
+
 def main(argv=None, comm=None) -> int:
     """Entry point (also ``python -m apps.knee``). Returns the exit status."""
     args = parser().parse_args(argv)
@@ -272,9 +282,8 @@ def _run(args, comm) -> int:
     run = _start(args, comm, log, kw)
     s = run.solver
     log(f"grid {run.geo.shape} on {comm.size} rank(s), slabs {run.dom.cuts.tolist()}, "
-        f"dt = {s.dt:.4g} s (limit {s.dt_limit:.4g} s), device {run.p.device} on "
-        f"{','.join(run.p.sides)}"
-        + (f" ({run.p.pack} pack)" if run.p.device == "gel" else ""))
+        f"dt = {s.dt:.4g} s (limit {s.dt_limit:.4g} s), device: {_device_name(run.p)} on "
+        f"{','.join(run.p.sides)}")
     geo = run.geo
     if geo.outer_radius() < geo.radius:
         log(f"note: the leg's radius is {geo.outer_radius():g} mm, not {geo.radius:g}: the "

@@ -155,13 +155,26 @@ def _heat(plt, m, title, path, fmt, scale):
     return path
 
 
+_MARKERS = "o^sDv<>ph*"
+_LINES = ("-", "--", ":", "-.")
+
+
+def _style(k: int, n: int) -> dict:
+    """Series ``k`` of ``n``: its own colour while the palette (10) lasts, then the colours
+    come round again with another marker and dash, so no two series look alike."""
+    lap = k // 10
+    return {"color": f"C{k % 10}", "marker": _MARKERS[lap % len(_MARKERS)] if n > 10 else ".",
+            "linestyle": _LINES[lap % len(_LINES)], "markersize": 4}
+
+
 def _curves(plt, series, path, title):
     """series: list of (label, sizes, one-way times)."""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    for label, sizes, t in series:
+    for k, (label, sizes, t) in enumerate(series):
         s, t = np.asarray(sizes, float), np.asarray(t, float)
-        a1.loglog(s, t * 1e6, ".-", label=label)
-        a2.semilogx(s, s / t / 1e6, ".-", label=label)
+        style = _style(k, len(series))
+        a1.loglog(s, t * 1e6, label=label, **style)
+        a2.semilogx(s, s / t / 1e6, label=label, **style)
     a1.set_xlabel("message size (B)")
     a1.set_ylabel("one-way time (us)")
     a2.set_xlabel("message size (B)")
