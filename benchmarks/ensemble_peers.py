@@ -2,7 +2,8 @@
 in one run (issue 38, item 5).
 
     python benchmarks/ensemble_peers.py [--ranks 2] [--short 20] [--long 2] [--mixed 6]
-                                        [--arms pyfw libensemble shell parsl] [--out DIR | --publish]
+                                        [--arms pyfw libensemble shell parsl]
+                                        [--out DIR | --publish]
 
 Arms, each given the same simulations and the same ``--ranks`` R ranks:
 
