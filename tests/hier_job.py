@@ -11,16 +11,20 @@ MODE ``kill-node-worker`` (ULFM): rank $HIER_KILL_RANK (default 3), behind a sub
 SIGKILLs itself mid-map (``HIER_SUBMASTER`` names the sub-master for ``kill-submaster``).
 MODE ``journal``: 300 tasks with a result journal, each recording the run id.
 MODE ``rejoin`` (ULFM, 6 ranks, ``PYFW_FARM_NODE_SIZE=3`` or three real nodes of two): the
-issue-36 reproduction. $HIER_TASKS tasks (20) of $HIER_TASK_S seconds (0.8), each polling
+issue-36 reproduction. $HIER_TASKS tasks (24) of $HIER_TASK_S seconds (0.8), each polling
 ``ctx.cancelled()`` every 10 ms; once $HIER_KILL_AFTER seconds (one task's time) have passed
-*and* both node workers of the second node have finished a task and are inside the next,
+*and* the node workers of the last node have each finished a task and are inside the next,
 the master SIGKILLs that node's sub-master. The node workers are to rejoin the master as direct workers.
+MODE ``kill-submaster-at-end`` (ULFM): the master kills the last node's sub-master as it
+leaves the farm, before it can know (every rank bounds its MPI_Finalize: a rank that never
+heard of the death may wait for it there, open-mpi/ompi#11404).
 MODE ``exit-in-task`` (ULFM): rank $HIER_EXIT_RANK raises $HIER_EXIT_KIND (``SystemExit`` or
 ``KeyboardInterrupt``) in its 3rd task of 60 of 20 ms; it leaves the farm.
 MODE ``exit-in-setup`` (ULFM): rank $HIER_EXIT_RANK raises $HIER_EXIT_KIND in the setup.
 The master writes a JSON summary to OUT; every other rank that leaves its ``with Farm``
 quietly writes OUT.rankN.
 """
+import faulthandler
 import json
 import os
 import signal
@@ -30,8 +34,10 @@ import time
 from mpi4py import MPI
 
 from pyfw import Farm, Task
+from pyfw.comm import bound_finalize
 
 RANK = MPI.COMM_WORLD.Get_rank()
+faulthandler.register(signal.SIGUSR1)   # where a hung rank is: kill -USR1 it
 _count = 0
 
 
@@ -139,11 +145,11 @@ def _mid_run(rank, ntasks):
 def rejoin(farm):
     """Kill the second node's sub-master while its node workers are inside a task; every
     result and where it came from."""
-    ntasks = int(os.environ.get("HIER_TASKS", "20"))
+    ntasks = int(os.environ.get("HIER_TASKS", "24"))
     seconds = float(os.environ.get("HIER_TASK_S", "0.8"))
     kill_after = float(os.environ.get("HIER_KILL_AFTER", str(seconds)))
     lay = farm._layout
-    (node, sub), = lay.submasters.items()
+    node, sub = max(lay.submasters.items())
     node_workers = lay.members[node][1:]
     t0 = time.monotonic()
     rnd = farm.open([Poll(i, seconds) for i in range(ntasks)])
@@ -260,7 +266,7 @@ def run(farm, mode):
         return rejoin(farm)
     if mode == "kill-submaster-at-end":   # killed as the master leaves: nobody waits
         got = list(farm.map(square, range(200)))
-        (_, sub), = farm._layout.submasters.items()
+        _, sub = max(farm._layout.submasters.items())
         os.kill(farm.engine.workers[sub].pid, signal.SIGKILL)
         return {"values": [v for v, _ in got]}
     if mode in ("exit-in-task", "exit-in-setup"):
@@ -282,6 +288,8 @@ def main():
         kwargs["journal"] = sys.argv[3]
     if mode == "exit-in-setup":
         kwargs["setup"] = exit_in_setup
+    if mode == "kill-submaster-at-end":
+        bound_finalize()
     with Farm(MPI.COMM_WORLD, **kwargs) as farm:
         if farm.is_master:
             out = run(farm, mode)

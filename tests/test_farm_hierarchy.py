@@ -3,9 +3,16 @@ sub-master, and the failure of a node worker and of a sub-master under ULFM.
 
 On one machine the node split is forced with ``PYFW_FARM_NODE_SIZE`` (blocks of consecutive
 ranks); on the test bed it is the real ``COMM_TYPE_SHARED`` split.
+
+A sub-master killed while its node's workers are inside a chunk (issue 36): the master gets
+every result once, no survivor raises, and the node's workers rejoin the master as direct
+workers. A task (or the setup) raising ``SystemExit``/``KeyboardInterrupt`` on a node worker
+or on a sub-master is that rank leaving the farm (docs/farm.md, "When a worker dies").
 """
 import json
+import math
 import os
+import socket
 import sys
 
 import pytest
@@ -16,6 +23,7 @@ from pyfw.errors import ConfigurationError
 from pyfw.farm.hierarchy import AUTO_MIN_WORKERS, Layout, resolve
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 JOB = os.path.join(HERE, "hier_job.py")
 
 
@@ -61,15 +69,25 @@ def test_sub_master_reply_lists_ids_ascending():
     assert ids == list(range(100, 112)) and values == [p * p for p in range(12)]
 
 
-def _job(tmp_path, mode, n=5, node_size=2, ft=False, extra_env=None, args=()):
+def _run(tmp_path, mode, n, env, ft=False, extra=None, args=(), timeout=90):
+    """Run hier_job.py MODE on ``n`` ranks: (the master's summary, the completed launch,
+    the ranks other than the master that left the farm quietly)."""
     out = tmp_path / f"{mode}.json"
-    env = dict(os.environ, PYFW_FARM_NODE_SIZE=str(node_size), PYFW_FINALIZE_GRACE="2",
-               PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE)]), **(extra_env or {}))
-    res = launch.run(n, [sys.executable, JOB, mode, str(out), *args], ft=ft, timeout=90,
-                     capture=True, env=env)
+    res = launch.run(n, [sys.executable, JOB, mode, str(out), *args], ft=ft, timeout=timeout,
+                     capture=True, env=env, extra=extra, cwd=ROOT)
     assert not res.timed_out, res.stdout + res.stderr
     assert out.exists(), f"no results (exit {res.returncode}):\n{res.stdout}\n{res.stderr}"
-    return json.loads(out.read_text())
+    quiet = sorted(r for r in range(1, n) if (tmp_path / f"{mode}.json.rank{r}").exists())
+    return json.loads(out.read_text()), res, quiet
+
+
+def _env(node_size, extra_env=None):
+    return dict(os.environ, PYFW_FARM_NODE_SIZE=str(node_size), PYFW_FINALIZE_GRACE="2",
+                PYTHONPATH=os.pathsep.join([HERE, ROOT]), **(extra_env or {}))
+
+
+def _job(tmp_path, mode, n=5, node_size=2, ft=False, extra_env=None, args=()):
+    return _run(tmp_path, mode, n, _env(node_size, extra_env), ft, args=args)[0]
 
 
 @pytest.mark.launch
@@ -119,6 +137,112 @@ def test_node_worker_death_is_handled_inside_its_node(tmp_path):
                extra_env={"HIER_KILL_RANK": "4"})
     assert got["values"] == list(range(600))
     assert got["alive"] == {"1": True, "2": True, "3": True, "4": False, "5": True}
+
+
+def _check_rejoined(got, res, quiet, host_of_node_workers):
+    """The issue-36 reproduction's promises, from hier_job.py's ``rejoin`` summary."""
+    detail = f"{json.dumps(got)}\n{res.stdout}\n{res.stderr}"
+    killed, seconds, sub = got["killed"], got["seconds"], got["submaster"]
+    node_workers = got["node_workers"]
+    assert killed is not None, detail
+    assert set(node_workers) <= set(killed["running"]), detail    # killed mid-chunk
+    results = got["results"]
+    ids = [tid for tid, _, _, _ in results]
+    assert sorted(ids) == list(range(got["ntasks"])), detail     # every result exactly once
+    assert all(value[0] == tid for tid, value, _, _ in results), detail
+    assert got["alive"][str(sub)] is False, detail
+    survivors = [r for r in range(1, 6) if r != sub]
+    assert all(got["alive"][str(r)] for r in survivors), detail
+    assert res.returncode == 0 and "FarmBroken" not in res.stderr, detail
+    assert quiet == survivors, detail                # each left its `with Farm` quietly
+    # ranks 4 and 5 rejoined: they computed tasks and sent them to the master themselves
+    direct = {value[1] for _, value, via, at in results
+              if via == value[1] and at > killed["at"]}
+    assert set(node_workers) <= direct, detail
+    assert all(got["hosts"][str(r)] == host_of_node_workers for r in node_workers), detail
+    # with the two direct workers alone (1 and 2, each inside a task at the kill) the rest
+    # would take ceil(left / 2) task times after the kill; with the rejoined workers less
+    left = got["ntasks"] - killed["done"] - 2
+    alone = math.ceil(left / 2) * seconds
+    after = got["wall"] - killed["at"]
+    print(f"rejoin: killed at {killed['at']:.2f} s with {killed['done']} results; "
+          f"{after:.2f} s after the kill (two survivors alone: >= {alone:.2f} s); "
+          f"wall {got['wall']:.2f} s")
+    assert after < 0.8 * alone, detail
+
+
+@pytest.mark.launch
+def test_sub_master_killed_mid_chunk_node_workers_rejoin(tmp_path):
+    # nodes {0,1,2} {3,4,5}: sub-master 3 dies while 4 and 5 are inside a task of 0.8 s
+    got, res, quiet = _run(tmp_path, "rejoin", 6, _env(3), ft=True)
+    _check_rejoined(got, res, quiet, socket.gethostname())
+
+
+@pytest.mark.launch
+def test_sub_master_killed_as_the_master_closes(tmp_path):
+    # the master cannot know of the death when it says stop: ranks 4 and 5 still leave
+    got, res, quiet = _run(tmp_path, "kill-submaster-at-end", 6, _env(3), ft=True,
+                           timeout=60)
+    assert got["values"] == [x * x for x in range(200)]
+    assert quiet == [1, 2, 4, 5], res.stdout + res.stderr
+
+
+@pytest.mark.launch
+@pytest.mark.parametrize("mode, rank, kind, says", [
+    ("exit-in-task", 4, "SystemExit", "SystemExit(3) in task exiting("),         # node worker
+    ("exit-in-task", 3, "KeyboardInterrupt", "KeyboardInterrupt() in task exiting("),  # sub
+    ("exit-in-setup", 1, "SystemExit", "SystemExit(3) in setup"),                # direct
+    ("exit-in-setup", 4, "KeyboardInterrupt", "KeyboardInterrupt() in setup"),
+    ("exit-in-setup", 3, "SystemExit", "SystemExit(3) in setup"),
+])
+def test_an_exit_in_a_task_or_setup_is_the_rank_leaving(tmp_path, mode, rank, kind, says):
+    # nodes {0,1,2} {3,4,5}; the others serve on, each result arrives once, status 0
+    got, res, quiet = _run(tmp_path, mode, 6, _env(3, {"HIER_EXIT_RANK": str(rank),
+                                                     "HIER_EXIT_KIND": kind}), ft=True)
+    detail = f"{json.dumps(got)}\n{res.stdout}\n{res.stderr}"
+    assert got["values"] == list(range(60)), detail
+    assert got["alive"][str(rank)] is False, detail
+    assert all(alive for r, alive in got["alive"].items() if r != str(rank)), detail
+    assert f"pyfw: rank {rank} on {socket.gethostname()} left the farm: {says}" in res.stderr
+    assert res.returncode == 0, detail
+    assert quiet == [r for r in range(1, 6) if r != rank], detail
+    if mode == "exit-in-task":
+        assert rank in got["ranks"], detail    # it ran tasks before it left
+    if rank == 3:                              # 4 and 5 went on serving the master
+        assert {4, 5} <= set(got["ranks"]), detail
+
+
+# ---------------------------------------------------------------- the test bed
+#: the test bed's prefix here (the suite's test beds start with $PYFW_TEST_TESTBED_PREFIX)
+PREFIX = os.environ.get("PYFW_TEST_TESTBED_PREFIX", "pfw") + "hr"
+
+
+@pytest.fixture(scope="module")
+def bed():
+    """Nodes A and B with three ranks each: the node split is COMM_TYPE_SHARED's."""
+    from pyfw.testbed import TestBed
+    from pyfw.testbed.netns import refuse_reason
+    reason = refuse_reason()
+    if reason:
+        print(f"test bed unavailable: {reason}")
+        pytest.skip(reason)
+    tb = TestBed(PREFIX)
+    try:
+        yield tb.up(nodes=2, slots=3)
+    finally:
+        tb.down()
+
+
+@pytest.mark.launch
+def test_test_bed_sub_master_killed_mid_chunk_node_workers_rejoin(bed, tmp_path):
+    from pyfw.testbed.agent import launch_options
+    from pyfw.testbed.netns import job_env
+    base = dict(os.environ, PYFW_FINALIZE_GRACE="2", PYTHONPATH=os.pathsep.join([ROOT, HERE]))
+    base.pop("PYFW_FARM_NODE_SIZE", None)
+    got, res, quiet = _run(tmp_path, "rejoin", 6, job_env(bed, base), ft=True,
+                           extra=launch_options(bed))
+    assert got["submaster"] == 3 and got["node_workers"] == [4, 5]
+    _check_rejoined(got, res, quiet, bed["nodes"][1]["name"])
 
 
 @pytest.mark.launch

@@ -123,6 +123,12 @@ def pack_work(cid, rid, ids, payload, group=None) -> tuple:
     return (cid, rid, ids, payload, group)
 
 
+def pack_payload(fn, items) -> tuple:
+    """A WORK message's payload before it is pickled apart: ``fn`` (None for Task items, else
+    ``(function, star, with_comm)``) and the chunk's items."""
+    return (fn, items)
+
+
 def read_done(msg) -> Reply:
     """A DONE message as named fields (the wire keeps the plain tuple)."""
     return Reply._make(msg)

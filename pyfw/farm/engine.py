@@ -355,8 +355,8 @@ class Engine(EngineCore):
     def _pack(self, cid, rnd: RoundState, ids, items, group=None) -> bytes:
         """The WORK message of a chunk (TaskSerializationError naming what cannot pickle)."""
         try:
-            return Comm.dumps(P.pack_work(cid, rnd.rid, ids, Comm.dumps((rnd.wire_fn, items)),
-                                          group))
+            return Comm.dumps(P.pack_work(cid, rnd.rid, ids,
+                                          Comm.dumps(P.pack_payload(rnd.wire_fn, items)), group))
         except Exception as exc:
             try:
                 self._unpicklable(rnd, ids, items, exc)
