@@ -75,7 +75,7 @@ def test_batch_lengths_are_optimal_and_split_pieces_count_the_serial_nodes(worke
                              symmetry=False)
         got = {e.line: r for e, r in solver.solve(entries)}
     assert sorted(got) == [1, 2, 3, 4, 5]
-    tasks = 0
+    tasks = pieces = 0
     for e in entries[:-1]:
         s, serial = _serial_iterations(e.cube, h)
         r = got[e.line]
@@ -83,7 +83,9 @@ def test_batch_lengths_are_optimal_and_split_pieces_count_the_serial_nodes(worke
         exhausted = {b: n for b, n in r["iterations"].items() if b < r["length"]}
         assert exhausted == {b: n for b, n in serial.items() if b < s.length}
         tasks += r["tasks"]
-    assert tasks > 3 * len(SCRAMBLES)           # cubes went out in many pieces
+        pieces += r["pieces"]
+    assert tasks > 3 * len(SCRAMBLES)           # cubes went out in many tasks
+    assert (pieces > 0) == (workers > 1)        # ... split at the tail on two workers
 
 
 def test_search_cube_resumes_exactly_where_it_yielded():

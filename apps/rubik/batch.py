@@ -12,8 +12,8 @@ subtree, as the parallel solver's steal rounds send them). Every task stops afte
 * while cubes wait that no worker has started, a cube that yields goes back whole, ahead of
   the cubes not started (no cube is ever searched twice: a resumed task takes up the
   remainder exactly);
-* once none waits (the tail), a cube that yields is split: its remainder pieces go to the
-  workers that would otherwise be idle, each piece yielding again after
+* once none waits and fewer cubes go whole than there are workers (the tail), a cube that
+  yields is split: its remainder pieces go to the workers that would otherwise be idle, each piece yielding again after
   :data:`~.parallel.YIELD_SECONDS` (the steal rounds of :mod:`.parallel`). The first
   solution at a bound ends the cube (the bound below it was exhausted: optimal) and cancels
   its other pieces.
@@ -208,6 +208,7 @@ class CubeJob:
     expanded: int = field(compare=False, default=0)
     busy: float = field(compare=False, default=0.0)
     tasks: int = field(compare=False, default=0)
+    pieces_sent: int = field(compare=False, default=0)      # tasks that were split pieces
     ranks: set = field(compare=False, default_factory=set)
     iterations: dict = field(compare=False, default_factory=dict)
     started: float = field(compare=False, default=None)
@@ -270,6 +271,7 @@ class BatchSolver:
         active = 0              # cubes started and not finished
         cap = 2 * self.nworkers
         self.out = 0            # tasks sent and not answered (echoes aside)
+        self.whole_out = 0      # ... of which whole cubes
         try:
             while jobs or waiting or active or self.rounds:
                 while self.out < cap:
@@ -290,9 +292,10 @@ class BatchSolver:
                             slot[1] -= 1
                             if job is None:     # the echo of a finished cube: journaled
                                 self.farm.journal.flush()
-                                yield slot[2].entry, slot[2].result
+                                yield slot[3].entry, slot[3].result
                                 continue
                             self.out -= 1
+                            self.whole_out -= slot[2]
                             job.out -= 1
                             if self._take(job, r, jobs, waiting, splitting):
                                 active -= 1
@@ -306,13 +309,14 @@ class BatchSolver:
 
     def _close(self, rnd):
         """Close a round; tasks it never answered (cancelled) no longer count as out."""
-        job, pending = self.rounds.pop(rnd)[:2]
+        job, pending, whole = self.rounds.pop(rnd)[:3]
         rnd.close()
         if job is not None:
             if rnd in job.rounds:
                 job.rounds.remove(rnd)
             if pending:
                 self.out -= pending
+                self.whole_out -= pending * whole
                 job.out -= pending
 
     # ---------------------------------------------------------------- dispatch
@@ -352,8 +356,10 @@ class BatchSolver:
         self.nrounds += 1
         rnd = self.farm.open([task], name=f"rubik-batch:{self.run_id}:{self.nrounds}",
                              chunksize=1, tail_duplication=False, eager=True)
-        self.rounds[rnd] = [job, 1]
+        self.rounds[rnd] = [job, 1, int(task.whole)]
         job.rounds.append(rnd)
+        self.whole_out += int(task.whole)
+        job.pieces_sent += int(not task.whole)
         job.out += 1
         job.tasks += 1
         self.out += 1
@@ -379,7 +385,9 @@ class BatchSolver:
             return True
         if status == "yield":
             job.bound = r["bound"]
-            tail = not jobs and self.nworkers > 1 and r["rest"] is not None
+            # the tail: too few whole cubes left to keep every worker busy
+            tail = (not jobs and self.whole_out + len(waiting) < self.nworkers
+                    and self.nworkers > 1 and r["rest"] is not None)
             if job.split or tail:
                 job.split = True    # the tail (or already split): pieces for idle workers
                 self._push(job, r["rest"])
@@ -417,7 +425,7 @@ class BatchSolver:
                "moves": None if solution is None else format_moves(solution),
                "lower_bound": bound, "generated": job.generated, "expanded": job.expanded,
                "seconds": time.perf_counter() - job.started, "busy_seconds": job.busy,
-               "tasks": job.tasks, "workers": sorted(job.ranks),
+               "tasks": job.tasks, "pieces": job.pieces_sent, "workers": sorted(job.ranks),
                "iterations": {int(b): n for b, n in sorted(job.iterations.items())},
                "tables": getattr(job, "memory", "")}
         if solution is not None:
@@ -427,12 +435,12 @@ class BatchSolver:
             self.nrounds += 1
             rnd = self.farm.open([EchoTask(res)], chunksize=1,
                                  name=journal_name(cube, self.h.name, self.limit))
-            self.rounds[rnd] = [None, 1, job]   # reported once it is in the journal
+            self.rounds[rnd] = [None, 1, 0, job]   # reported once it is in the journal
 
     def _result_of_solved(self, e):
         return {"line": e.line, "input": e.text, "facelets": e.cube.facelets(), "length": 0,
                 "moves": "", "lower_bound": 0, "generated": 0, "expanded": 0, "seconds": 0.0,
-                "busy_seconds": 0.0, "tasks": 0, "workers": [], "iterations": {},
+                "busy_seconds": 0.0, "tasks": 0, "pieces": 0, "workers": [], "iterations": {},
                 "verified": True}
 
 
