@@ -339,11 +339,16 @@ _TABLES = _MoveTables()
 def move_tables():
     """Dict of the coordinate move tables (built once per process, ~70 MB, ~1 s)."""
     if not _TABLES:
-        mcp, mco, mep, meo = move_arrays()
-        i32, i16 = np.zeros(1, np.int32), np.zeros(1, np.int16)
-        _TABLES["cp"] = _move_table(CP, N_CP, mcp, mco, 1, i32)
-        _TABLES["twist"] = _move_table(TWIST, N_TWIST, mcp, mco, 3, i16)
-        _TABLES["flip"] = _move_table(FLIP, N_FLIP, mep, meo, 2, i16)
-        _TABLES["slice"] = _move_table(SLICE, N_SLICE, mep, meo, 1, i16)
-        _TABLES["sslice"] = _move_table(SSLICE, N_SSLICE, mep, meo, 1, i16)
+        from .derived import cached_arrays
+        _TABLES.update(cached_arrays("move-tables", _build_move_tables))
     return _TABLES
+
+
+def _build_move_tables():
+    mcp, mco, mep, meo = move_arrays()
+    i32, i16 = np.zeros(1, np.int32), np.zeros(1, np.int16)
+    return {"cp": _move_table(CP, N_CP, mcp, mco, 1, i32),
+            "twist": _move_table(TWIST, N_TWIST, mcp, mco, 3, i16),
+            "flip": _move_table(FLIP, N_FLIP, mep, meo, 2, i16),
+            "slice": _move_table(SLICE, N_SLICE, mep, meo, 1, i16),
+            "sslice": _move_table(SSLICE, N_SSLICE, mep, meo, 1, i16)}

@@ -317,6 +317,21 @@ def build(progress=None, log=None, directory=None):
     return out
 
 
+def build_truncated(max_depth):
+    """The packed 2-bit table of the same BFS stopped at ``max_depth`` (tests: the default
+    heuristic's code path on a machine without the real table). Base ``max_depth - 2``:
+    codes 1 and 2 stand for the last two levels reached and code 3 (at least base + 3 =
+    ``max_depth + 1``) for every entry not reached, whose depth is at least that, so the
+    table stays a lower bound and the decoding is the real table's. The same 4.93 GB
+    4-bit table as the real build (all 70 separations, all classes), packed to 2.47 GB."""
+    if max_depth < 3:
+        raise ValueError("a truncated nx table needs max_depth >= 3 (base = max_depth - 2)")
+    tab, _ = build_depths(N_SEP, max_depth=max_depth)
+    out = _pack2(tab, N_ENTRIES, max_depth - 2)
+    del tab
+    return out
+
+
 # ----------------------------------------------------------------------------- lookups
 @njit(cache=True, inline="always")
 def _nx_value(tab, idx, base, fallback):
@@ -355,10 +370,12 @@ class NxTables(ThreeAxisTables):
     @classmethod
     def load(cls, directory=None, progress=True, max_depth=None, log=None, cached_only=False):
         """Load from the cache, building it if needed (with ``cached_only`` a missing table
-        raises LookupError). There is no truncated form: ``max_depth`` is refused."""
+        raises LookupError). ``max_depth`` (tests; at least 3): a truncated table built in
+        memory by :func:`build_truncated`, with a phase-1 fallback truncated alike."""
         if max_depth is not None:
-            raise ValueError("the nx table has no truncated form; use heuristic 'phase1' "
-                             "for truncated test tables")
+            phase1 = ReidTables.load(progress=False, max_depth=max_depth, log=log)
+            return cls(build_truncated(max_depth), phase1,
+                       {"nx": f"built in memory (max_depth={max_depth})"})
         phase1 = ReidTables.load(directory=directory, progress=progress, log=log,
                                  cached_only=cached_only)
 

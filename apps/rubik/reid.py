@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 from .cache import Progress, load_or_build
+from .derived import cached_arrays
 from .coords import (N_FLIP, N_SLICE, N_TWIST, SLICE_SOLVED, _flip_rank, _flip_unrank,
                      _slice_rank, _slice_unrank, _twist_rank, _twist_unrank, flip_coord,
                      move_tables, slice_coord, twist_coord)
@@ -279,31 +280,41 @@ def _sym_mul():
 _SYM = {}
 
 
+def _build_sym_tables():
+    cp, co, ep, eo = _sym_arrays()
+    sinv = UD_SYM_INV.astype(np.int64)
+    cls, reps, stab = _flipslice_classes(ep, eo, sinv)
+    if len(reps) != N_CLASSES:
+        raise AssertionError(f"{len(reps)} flip-slice classes, expected {N_CLASSES}")
+    return dict(cls=cls, reps=reps, stab=stab, tconj=_twist_conj(cp, co, sinv))
+
+
+def _build_small_class_tables():
+    cls = sym_tables()[0]
+    _, _, ep, eo = _sym_arrays()
+    symmul = _sym_mul()
+    srep, sreps, sxor, fperm, cls2, bad = _small_class_tables(
+        ep, eo, UD_SYM_INV.astype(np.int64), symmul, cls)
+    if bad:
+        raise AssertionError(f"two-level class lookup disagrees with cls on {bad} values")
+    return dict(srep=srep, sxor=sxor, fperm=fperm, cls2=cls2, symmul=symmul)
+
+
 def sym_tables():
-    """(cls, reps, stab, tconj): the symmetry-reduction tables (~0.5 s, kept per process)."""
+    """(cls, reps, stab, tconj): the symmetry-reduction tables (~0.5 s to compute; kept per
+    process, and on disk by :func:`.derived.cached_arrays`)."""
     if not _SYM:
-        cp, co, ep, eo = _sym_arrays()
-        sinv = UD_SYM_INV.astype(np.int64)
-        cls, reps, stab = _flipslice_classes(ep, eo, sinv)
-        if len(reps) != N_CLASSES:
-            raise AssertionError(f"{len(reps)} flip-slice classes, expected {N_CLASSES}")
-        _SYM.update(cls=cls, reps=reps, stab=stab, tconj=_twist_conj(cp, co, sinv))
+        _SYM.update(cached_arrays("phase1-classes", _build_sym_tables))
     return _SYM["cls"], _SYM["reps"], _SYM["stab"], _SYM["tconj"]
 
 
 def small_class_tables():
     """(srep, sxor, fperm, cls2, symmul): the two-level route to the flip-slice class
     that the search uses (see :func:`_small_class_tables`; checked against ``cls`` on all
-    1,013,760 flip-slice values when first built in a process, ~1 s)."""
+    1,013,760 flip-slice values when built, ~1 s; kept on disk by
+    :func:`.derived.cached_arrays`)."""
     if "cls2" not in _SYM:
-        cls = sym_tables()[0]
-        _, _, ep, eo = _sym_arrays()
-        symmul = _sym_mul()
-        srep, sreps, sxor, fperm, cls2, bad = _small_class_tables(
-            ep, eo, UD_SYM_INV.astype(np.int64), symmul, cls)
-        if bad:
-            raise AssertionError(f"two-level class lookup disagrees with cls on {bad} values")
-        _SYM.update(srep=srep, sxor=sxor, fperm=fperm, cls2=cls2, symmul=symmul)
+        _SYM.update(cached_arrays("phase1-route", _build_small_class_tables))
     return _SYM["srep"], _SYM["sxor"], _SYM["fperm"], _SYM["cls2"], _SYM["symmul"]
 
 
