@@ -39,9 +39,24 @@ PUBLISHED = [
 ]
 
 
-def _facelets(n, base):
+def _facelets(n, base, scramble_length=None):
+    """``Cube.random(seed)`` for the seeds ``base..base + n - 1``, or with
+    ``scramble_length`` random canonical scrambles of that many moves (same seeds): short,
+    for a quick run with a small table."""
+    import random
     from apps.rubik import Cube
-    return [Cube.random(base + i).facelets() for i in range(n)]
+    from apps.rubik.pruning import allowed
+    if scramble_length is None:
+        return [Cube.random(base + i).facelets() for i in range(n)]
+    out = []
+    for i in range(n):
+        rng, moves = random.Random(base + i), []
+        while len(moves) < scramble_length:
+            m = rng.randrange(18)
+            if allowed(moves[-1] // 3 if moves else None, m // 3):
+                moves.append(m)
+        out.append(Cube.from_moves(moves).facelets())
+    return out
 
 
 def _run(cmd, timeout, stdin=None):
@@ -110,6 +125,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cubes", type=int, default=100, help="how many (default 100)")
     ap.add_argument("--first-seed", type=int, default=0, help="Cube.random(seed) from here")
+    ap.add_argument("--scramble-length", type=int, default=None,
+                    help="random scrambles of this many moves instead of random positions "
+                         "(a quick run, e.g. 14 with --heuristic phase1)")
     ap.add_argument("--heuristic", default="nx")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--modes", default="batch,serial,launches",
@@ -117,7 +135,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=7200.0, help="per command, seconds")
     add_output_options(ap, os.path.join(HERE, "results"))
     a = ap.parse_args(argv)
-    cubes = _facelets(a.cubes, a.first_seed)
+    cubes = _facelets(a.cubes, a.first_seed, a.scramble_length)
     res = measure(cubes, a.heuristic, a.workers, a.timeout, a.modes.split(","))
     if "batch" in res and "serial" in res:
         res["batch_efficiency"] = (res["batch"]["cubes_per_second"] /
@@ -125,6 +143,7 @@ def main(argv=None):
         print(f"batch efficiency against {a.workers} x serial: "
               f"{res['batch_efficiency']:.2f} (goal >= 0.9)")
     data = {"heuristic": a.heuristic, "workers": a.workers, "cubes": a.cubes,
+            "scramble_length": a.scramble_length,
             "seeds": [a.first_seed, a.first_seed + a.cubes - 1], "results": res,
             "published_other_cpus": PUBLISHED}
     write_json(output_dir(a), "rubik_batch.json", data)
