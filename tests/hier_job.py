@@ -35,6 +35,7 @@ from mpi4py import MPI
 
 from pyfw import Farm, Task
 from pyfw.comm import bound_finalize
+from pyfw.farm.progress import format_summary
 
 RANK = MPI.COMM_WORLD.Get_rank()
 faulthandler.register(signal.SIGUSR1)   # where a hung rank is: kill -USR1 it
@@ -229,6 +230,7 @@ def contract(farm):
     out["workers"] = [[w["rank"], w.get("role"), w.get("via"), w["tasks"]] for w in st["workers"]]
     out["tasks"], out["executions"] = st["tasks"], st["executions"]
     out["computed_by_submaster"] = sum(w.get("computed_tasks", 0) for w in st["workers"])
+    out["summary"] = format_summary(st)
     return out
 
 

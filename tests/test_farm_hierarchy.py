@@ -12,6 +12,7 @@ or on a sub-master is that rank leaving the farm (docs/farm.md, "When a worker d
 import json
 import math
 import os
+import re
 import socket
 import sys
 
@@ -104,6 +105,11 @@ def test_contract_through_a_sub_master(tmp_path):
     assert rows[2][0] == "submaster" and rows[3][1] == 2
     assert got["executions"] >= got["tasks"] >= 1000 + 300 + 200   # every run counted once
     assert rows[2][1] is None and got["computed_by_submaster"] > 0
+    # the summary's rows add up to the runs its header states, each rank's role said
+    head, _, *table = got["summary"].split("\n")
+    assert f"the rows count {got['executions']:,} task runs" in head
+    assert sum(int(r.split()[4]) for r in table) == got["executions"]
+    assert [r.split()[2] for r in table] == ["worker", "sub-master", "via:2", "worker"]
 
 
 @pytest.mark.launch
@@ -159,6 +165,8 @@ def _check_rejoined(got, res, quiet, host_of_node_workers):
     direct = {value[1] for _, value, via, at in results
               if via == value[1] and at > killed["at"]}
     assert set(node_workers) <= direct, detail
+    assert re.search(rf"pyfw farm: worker rank {sub} on \S+ died; [1-9]\d* tasks? run again "
+                     rf"elsewhere", res.stderr), detail     # the master says so
     assert all(got["hosts"][str(r)] == host_of_node_workers for r in node_workers), detail
     # with the two direct workers alone (1 and 2, each inside a task at the kill) the rest
     # would take ceil(left / 2) task times after the kill; with the rejoined workers less
@@ -206,8 +214,14 @@ def test_an_exit_in_a_task_or_setup_is_the_rank_leaving(tmp_path, mode, rank, ki
     assert f"pyfw: rank {rank} on {socket.gethostname()} left the farm: {says}" in res.stderr
     assert res.returncode == 0, detail
     assert quiet == [r for r in range(1, 6) if r != rank], detail
-    if mode == "exit-in-task":
+    if mode == "exit-in-task" and rank != 3:   # (a sub-master's own results may die with it)
         assert rank in got["ranks"], detail    # it ran tasks before it left
+    died = f"pyfw farm: worker rank {rank} "
+    if rank == 4:                              # its sub-master says so, naming it
+        died += "(behind sub-master 3) "
+    if mode == "exit-in-task":                 # (a rank that left in setup: no host known)
+        died += f"on {socket.gethostname()} "
+    assert died + "died;" in res.stderr, detail
     if rank == 3:                              # 4 and 5 went on serving the master
         assert {4, 5} <= set(got["ranks"]), detail
 

@@ -152,6 +152,7 @@ class SubMaster(WorkerLoop):
         self.policy = policy
         self.engine = Engine(node, 0, pipeline, max_attempts=max_attempts,
                              tail_duplication=tail_duplication)
+        self.engine.recovery.label = lambda r: f"{world_of[r]} (behind sub-master {top.rank})"
         self.forwards: dict[int, _Forward] = {}
         self._stats_at = 0.0
         self.local_k = 1          # tasks per chunk run here (grown to ~LOCAL_CHUNK_S)

@@ -319,7 +319,10 @@ class Farm:
         """End-of-run summary: per-worker tasks, busy/idle seconds, bytes, plus run totals.
 
         ``tasks`` counts distinct tasks completed; ``executions`` counts task runs on workers,
-        which is larger when straggler copies (``duplicates``) or retries ran.
+        which is larger when straggler copies (``duplicates``) or retries (``failures``:
+        failed attempts) ran; ``from_journal``: results a resumed run took from its journal
+        instead of running them (none of them in ``tasks``). A sub-master's row counts its
+        node's tasks (``computed_tasks``: those it ran itself).
         """
         self._require_master("stats", open_only=False)
         eng = self.engine
@@ -330,7 +333,8 @@ class Farm:
                "executions": sum(w["computed_tasks"] if w.get("role") == "submaster"
                                  else w["tasks"] for w in workers),
                "hierarchy": self.hierarchy,
-               "duplicates": eng.duplicates,
+               "duplicates": eng.duplicates, "failures": eng.failures,
+               "from_journal": self.journal.resumed if self.journal is not None else 0,
                "quarantined": [str(q) for q in eng.quarantined],
                "master_idle_s": round(eng.idle_master, 6)}
         if eng.pipeline is not None:

@@ -94,15 +94,51 @@ class Progress:
             self.draw(self.clock(), final=True)
 
 
+def _role(w: dict) -> str:
+    if w.get("role") == "submaster":
+        return "sub-master"
+    return "worker" if w.get("via") is None else f"via:{w['via']}"
+
+
+def _runs(w: dict) -> tuple[int, float]:
+    """Tasks run on this rank itself and its busy seconds (a sub-master's row in
+    :meth:`Farm.stats` counts its node's tasks; here only those it computed)."""
+    if w.get("role") == "submaster":
+        return w.get("computed_tasks", 0), w.get("computed_busy_s", 0.0)
+    return w["tasks"], w["busy_s"]
+
+
 def format_summary(stats: dict) -> str:
-    """A per-worker table from :meth:`pyfw.farm.Farm.stats`."""
-    rows = [f"pyfw farm: {stats['tasks']} tasks in {stats['elapsed_s']:.3f} s on "
-            f"{len(stats['workers'])} worker(s); {stats['duplicates']} duplicate chunk(s), "
-            f"{len(stats['quarantined'])} quarantined",
-            f"{'rank':>5} {'host':<14} {'alive':>5} {'tasks':>9} {'chunks':>7} "
+    """A per-worker table from :meth:`pyfw.farm.Farm.stats`.
+
+    The header counts distinct ``tasks`` done (and the results a resumed run took from its
+    journal instead of running them); the rows count task *runs* on each rank, so they sum
+    to ``executions``: more than the tasks when straggler copies or retries ran, fewer
+    when tasks were quarantined or a dead sub-master's last figures never came. In a
+    two-level farm the ``role`` column tells direct workers, sub-masters (their own runs;
+    their node's workers follow them) and node workers (``via:N``, N their sub-master).
+    """
+    workers = stats["workers"]
+    runs = [_runs(w) for w in workers]
+    executions = stats.get("executions", sum(n for n, _ in runs))
+    tasks, journal = stats["tasks"], stats.get("from_journal", 0)
+    head = (f"pyfw farm: {tasks:,} tasks in {stats['elapsed_s']:.3f} s on {len(workers)} "
+            f"worker(s)")
+    if journal:
+        head += f" and {journal:,} results from the journal (not run again)"
+    head += f"; the rows count {executions:,} task runs"
+    extra = executions - tasks
+    if extra > 0:
+        head += (f", {extra:,} more: copies from {stats['duplicates']} duplicate chunk(s) "
+                 f"and failed attempts run again ({stats.get('failures', 0)})")
+    elif extra < 0:
+        head += f", {-extra:,} fewer: quarantined, or never reported by a dead sub-master"
+    head += f"; {len(stats['quarantined'])} quarantined"
+    rows = [head,
+            f"{'rank':>5} {'host':<14} {'role':<10} {'alive':>5} {'tasks':>9} {'chunks':>7} "
             f"{'busy s':>9} {'idle s':>9} {'sent B':>11} {'recv B':>11}"]
-    for w in stats["workers"]:
-        rows.append(f"{w['rank']:>5} {str(w['host'])[:14]:<14} {str(w['alive']):>5} "
-                    f"{w['tasks']:>9} {w['chunks']:>7} {w['busy_s']:>9.3f} {w['idle_s']:>9.3f} "
-                    f"{w['bytes_to']:>11} {w['bytes_from']:>11}")
+    for w, (n, busy) in zip(workers, runs):
+        rows.append(f"{w['rank']:>5} {str(w['host'])[:14]:<14} {_role(w):<10} "
+                    f"{str(w['alive']):>5} {n:>9} {w['chunks']:>7} {busy:>9.3f} "
+                    f"{w['idle_s']:>9.3f} {w['bytes_to']:>11} {w['bytes_from']:>11}")
     return "\n".join(rows)

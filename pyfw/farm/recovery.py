@@ -6,6 +6,7 @@ without the failure paths.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from typing import Callable
 
@@ -27,6 +28,9 @@ class Recovery:
     ``chunks``, ``rounds``, the counters, ``broken``), sends copies through ``send``, and owns
     its own settings: ``max_attempts`` (a task lost this often is quarantined) and
     ``task_timeout`` (seconds per task before a copy goes elsewhere; None: never).
+    ``say``: where the line about a dead worker goes (the engine's stderr; None: nowhere);
+    ``label``: how a worker's rank is named in it (a sub-master names its node's workers by
+    their farm rank).
     """
 
     def __init__(self, core: EngineCore, send: Send, max_attempts: int = 3,
@@ -36,6 +40,8 @@ class Recovery:
         self.max_attempts = max(1, int(max_attempts))
         self.task_timeout = task_timeout
         self.cancel_sends_to = cancel_sends_to or (lambda rank: None)
+        self.say = _stderr
+        self.label = str
 
     def reconcile(self, chunk: Chunk) -> None:
         """Requeue tasks of a finished chunk that are neither done nor covered by a twin."""
@@ -63,11 +69,19 @@ class Recovery:
             self.cancel_sends_to(r)
             lost = list(w.inflight)
             w.inflight.clear()
+            again = set()
             for pos, chunk in enumerate(lost):
                 core.chunks.pop(chunk.cid, None)
                 if pos == 0:  # only the running chunk was attempted; queued ones never started
                     self.count_loss(chunk)
                 self.reconcile(chunk)
+                if not chunk.rnd.cancelled:   # neither done nor quarantined: they run again
+                    again |= {(chunk.rnd.rid, t) for t in chunk.ids if t not in chunk.rnd.done}
+            if self.say is not None:
+                where = "" if w.host == "?" else f" on {w.host}"   # "?": died before hello
+                self.say(f"pyfw farm: worker rank {self.label(r)}{where} died; "
+                         f"{len(again)} task{'' if len(again) == 1 else 's'} run again "
+                         f"elsewhere")
         if not core.alive_workers():
             core.broken = FarmBroken(f"every worker has failed (last: rank(s) {list(ranks)}); "
                                      f"pending tasks cannot run")
@@ -173,3 +187,7 @@ class Recovery:
             if pending and self._copy(best, w, pending, now):
                 sent = True
         return sent
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
