@@ -189,3 +189,18 @@ def test_resume_from_the_journal_skips_finished_multi_rank_tasks(tmp_path):
     second = _results(out, res)
     assert second["values"][:7] == first["values"][:7]     # read back from the journal
     assert second["values"][7][:2] == [7, 2]                # the failed one ran again
+
+
+@pytest.mark.launch
+def test_futures_submit_and_map_take_ranks(tmp_path):
+    out = tmp_path / "futures.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE)]))
+    res = launch.run(5, [sys.executable, "-m", "pyfw.futures",
+                         os.path.join(HERE, "group_futures_job.py"), str(out)],
+                     timeout=90, capture=True, env=env)
+    got = _results(out, res)
+    assert [s[0] for s in got["submit"]] == [0, 10, 20, 30]      # kwargs reach fn
+    assert all(s[1] == 2 and len(set(s[2])) == 2 for s in got["submit"])
+    assert got["plain"] == 1024
+    assert [m[0] for m in got["map"]] == list(range(6))
+    assert all(m[1] == 3 and len(set(m[2])) == 3 and 0 not in m[2] for m in got["map"])

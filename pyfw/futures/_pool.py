@@ -195,7 +195,7 @@ class SubmitJob:
         self.executor = executor
         self.lock = executor._pool.lock
         self.call = SubmitCall(setup)
-        self.pending: deque = deque()   # (future, fn, args, kwargs); guarded by pool.lock
+        self.pending: deque = deque()   # (future, fn, args, kwargs, ranks); pool.lock
         self.rounds: list = []          # (Round, [future, ...]); pool thread only
         self.inflight = 0
         self.closed = False
@@ -234,24 +234,27 @@ class SubmitJob:
             return
         with self.lock:
             calls = [self.pending.popleft() for _ in range(min(room, len(self.pending)))]
-        blobs, futs = [], []
-        for fut, fn, args, kwargs in calls:
+        by_width: dict = {}     # ranks -> (blobs, futures): one round per width
+        for fut, fn, args, kwargs, ranks in calls:
             if not fut.set_running_or_notify_cancel():
                 continue
             try:
-                blobs.append(pickle.dumps((fn, args, kwargs), pickle.HIGHEST_PROTOCOL))
+                blob = pickle.dumps((fn, args, kwargs), pickle.HIGHEST_PROTOCOL)
             except BaseException as exc:   # as in mpi4py: the future fails, the pool goes on
                 fut.set_exception(exc)
                 continue
+            blobs, futs = by_width.setdefault(ranks, ([], []))
+            blobs.append(blob)
             futs.append(fut)
-        if blobs:
+        for ranks, (blobs, futs) in by_width.items():
             try:
                 rnd = farm.open(self.call, blobs, name=f"futures-submit-{next(_names)}",
-                                policy=self.executor._policy, tail_duplication=False)
+                                policy=self.executor._policy, tail_duplication=False,
+                                ranks=ranks)
             except BaseException as exc:   # these futures fail; a broken farm fails in step
                 for fut in futs:
                     fut.set_exception(exc)
-                return
+                continue
             self.rounds.append((rnd, futs))
             self.inflight += len(blobs)
 
@@ -310,8 +313,9 @@ class SubmitJob:
 class MapJob:
     """One ``map`` call: a round over its items; results go to the consuming thread."""
 
-    def __init__(self, executor, fn, iterables, star, total, chunksize, window):
+    def __init__(self, executor, fn, iterables, star, total, chunksize, window, ranks=None):
         self.executor = executor
+        self.ranks = ranks
         self.cond = threading.Condition(executor._pool.lock)
         self.fn, self.iterables, self.star, self.total = fn, iterables, star, total
         self.chunksize, self.window = chunksize, window
@@ -347,6 +351,7 @@ class MapJob:
             return
         try:
             self.round = farm.open(self.fn, self._source(), star=self.star, total=self.total,
+                                   ranks=self.ranks,
                                    chunksize=self.chunksize, window=self.window,
                                    policy=self.executor._policy,
                                    name=f"futures-map-{next(_names)}", tail_duplication=False)

@@ -90,10 +90,13 @@ class SubmitCall:
     def __setstate__(self, state):
         (self.setup,) = state
 
-    def __call__(self, blob: bytes):
+    def __call__(self, *call):
+        """``(blob)``, or ``(comm, blob)`` for a call on several ranks: ``fn(comm, ...)``."""
         if self.setup is not None:
             self.setup.ensure()
-        fn, args, kwargs = pickle.loads(blob)
+        fn, args, kwargs = pickle.loads(call[-1])
+        if len(call) == 2:
+            args = (call[0], *args)
         return pickle.dumps(fn(*args, **kwargs), pickle.HIGHEST_PROTOCOL)
 
 

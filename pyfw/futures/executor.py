@@ -144,18 +144,25 @@ class Executor(cf.Executor):
         return self.num_workers
 
     # ---------------------------------------------------------------- API
-    def submit(self, fn, /, *args, **kwargs) -> cf.Future:
-        """Schedule ``fn(*args, **kwargs)`` and return a Future."""
+    def submit(self, fn, /, *args, ranks: int | None = None, **kwargs) -> cf.Future:
+        """Schedule ``fn(*args, **kwargs)`` and return a Future.
+
+        pyfw extension: ``ranks=k`` runs the call on a group of ``k`` workers as
+        ``fn(comm, *args, **kwargs)``, ``comm`` the group's communicator; the result is
+        what the group's rank 0 returns (docs/ensembles.md). ``ranks`` is therefore not
+        passed on to ``fn``."""
+        if ranks is not None and (not isinstance(ranks, int) or ranks < 1):
+            raise ValueError(f"ranks must be a positive int, got {ranks!r}")
         pool = self._bootstrap(check=True)
         with pool.lock:
             self._check_open("submit")
             fut = cf.Future()
-            self._job.pending.append((fut, fn, args, kwargs))
+            self._job.pending.append((fut, fn, args, kwargs, ranks))
             pool.wakeup.notify()
         return fut
 
     def map(self, fn, *iterables, timeout=None, chunksize=1, buffersize=None,
-            unordered=False):
+            unordered=False, ranks=None):
         """Like ``map(fn, *iterables)``, run on the workers; same arguments as mpi4py's.
 
         ``chunksize=1`` (the default) lets pyfw choose chunk sizes (adaptive, pipelined);
@@ -163,13 +170,17 @@ class Executor(cf.Executor):
         ``unordered=True``. ``buffersize`` bounds how many tasks may run ahead of the
         results consumed; without it pyfw bounds the lead to 65,536 items (lifted at
         ``shutdown`` so that an unconsumed map still runs to the end, as in mpi4py).
+        pyfw extension: ``ranks=k`` runs each call on a group of ``k`` workers as
+        ``fn(comm, *items)`` (docs/ensembles.md).
         """
-        return self._map(fn, iterables, False, timeout, chunksize, buffersize, unordered)
+        return self._map(fn, iterables, False, timeout, chunksize, buffersize, unordered,
+                         ranks)
 
     def starmap(self, fn, iterable, timeout=None, chunksize=1, buffersize=None,
-                unordered=False):
+                unordered=False, ranks=None):
         """``fn(*args)`` for each ``args`` of ``iterable`` (options as in :meth:`map`)."""
-        return self._map(fn, (iterable,), True, timeout, chunksize, buffersize, unordered)
+        return self._map(fn, (iterable,), True, timeout, chunksize, buffersize, unordered,
+                         ranks)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop accepting work; with ``cancel_futures`` cancel what has not started; with
@@ -247,7 +258,8 @@ class Executor(cf.Executor):
         err.__cause__ = self._broken_cause
         return err
 
-    def _map(self, fn, iterables, star, timeout, chunksize, buffersize, unordered):
+    def _map(self, fn, iterables, star, timeout, chunksize, buffersize, unordered,
+             ranks=None):
         if chunksize < 1:
             raise ValueError("chunksize must be >= 1.")
         if buffersize is not None:
@@ -269,7 +281,8 @@ class Executor(cf.Executor):
             window = DEFAULT_WINDOW if buffersize is None else buffersize * (fixed or 1)
         call = fn if not self._setup.needed else MapCall(self._setup, fn)
         pool = self._bootstrap(check=True)
-        job = MapJob(self, call, iterables, star or len(iterables) > 1, total, fixed, window)
+        job = MapJob(self, call, iterables, star or len(iterables) > 1, total, fixed, window,
+                     ranks)
         with pool.lock:
             self._check_open("submit")
             self._maps = [m for m in self._maps if not m.done]
