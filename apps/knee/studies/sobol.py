@@ -195,7 +195,7 @@ def plot(d, out):
             alpha=0.7, label="total order ST", capsize=2)
     ax.set_yticks(y, [r["parameter"] for r in rows], fontsize=8)
     ax.axvline(0, c="k", lw=0.8)
-    ax.set_xlabel(f"share of the variance of the {MINUTE}-min drop at the "
+    ax.set_xlabel(f"share of the variance of the {MINUTE}-min drop, "
                   f"{POINT.replace('_', ' ')} (bars: 95 % CI)")
     ax.set_title(f"knee model, Sobol indices (N = {d['n']}, {d['runs']} runs, "
                  f"grid dx {d['grid'][1]} mm); sum S1 = {d['sum_S1']:.2f}", fontsize=10)
