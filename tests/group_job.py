@@ -7,6 +7,7 @@ MODE ``backfill``: one task of the full width among many single-rank ones; when 
 MODE ``raise``: a task raises on group rank 1 while rank 0 waits for it in a barrier.
 MODE ``kill`` (ULFM): group rank 1 of task 3 SIGKILLs itself inside the task, once.
 MODE ``journal``: 12 two-rank tasks with a result journal; task 7 fails the first run.
+MODE ``nodes``: 12 two-rank tasks (where their members run).
 The master writes a JSON summary to OUT.
 """
 import json
@@ -26,8 +27,9 @@ OUT = sys.argv[2]
 def members(comm, x):
     """Who runs the task, checked by a collective over the group."""
     ranks = comm.allgather(WORLD)
+    hosts = comm.allgather(MPI.Get_processor_name())
     total = comm.allreduce(x * 10 + comm.Get_rank())
-    return {"x": x, "size": comm.Get_size(), "ranks": ranks, "sum": total}
+    return {"x": x, "size": comm.Get_size(), "ranks": ranks, "hosts": hosts, "sum": total}
 
 
 class Wide(pyfw.Task):
@@ -84,6 +86,8 @@ def main():
             out["mixed"] = list(farm.map(members, range(12), ranks=lambda x: 1 + x % 3))
             out["tasks"] = list(farm.map([Wide(x, 1 + x % 2) for x in range(8)]))
             out["after"] = list(farm.map(pow, range(10), [2] * 10))
+        elif mode == "nodes":
+            out["fixed"] = list(farm.map(members, range(12), ranks=2))
         elif mode == "backfill":
             width = farm.num_workers
             items = list(range(30))

@@ -111,13 +111,18 @@ def test_serial_farm_runs_one_rank_tasks_with_a_communicator_and_refuses_wider()
     assert all(isinstance(g, TaskError) and "asks for 2 ranks" in str(g) for g in got)
 
 
-def _job(tmp_path, mode, n=5, ft=False):
+def _job(tmp_path, mode, n=5, ft=False, bed=None):
     out = tmp_path / f"{mode}.json"
     env = dict(os.environ, PYFW_FINALIZE_GRACE="2",
                PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE)]))
+    extra = None
+    if bed is not None:
+        from pyfw.testbed.agent import launch_options
+        from pyfw.testbed.netns import job_env
+        env, extra = job_env(bed, env), launch_options(bed)
     t0 = time.time()
     res = launch.run(n, [sys.executable, JOB, mode, str(out)], ft=ft, timeout=90,
-                     capture=True, env=env)
+                     capture=True, env=env, extra=extra)
     assert not res.timed_out, res.stdout + res.stderr
     return out, res, time.time() - t0
 
@@ -204,3 +209,40 @@ def test_futures_submit_and_map_take_ranks(tmp_path):
     assert got["plain"] == 1024
     assert [m[0] for m in got["map"]] == list(range(6))
     assert all(m[1] == 3 and len(set(m[2])) == 3 and 0 not in m[2] for m in got["map"])
+
+
+# ---------------------------------------------------------------- the test bed
+PREFIX = os.environ.get("PYFW_TEST_TESTBED_PREFIX", "pfw") + "gr"
+
+
+@pytest.fixture(scope="module")
+def bed():
+    """Nodes A, B, C with two ranks each: the master and one worker on A."""
+    from pyfw.testbed import TestBed
+    from pyfw.testbed.netns import refuse_reason
+    reason = refuse_reason()
+    if reason:
+        print(f"test bed unavailable: {reason}")
+        pytest.skip(reason)
+    tb = TestBed(PREFIX)
+    try:
+        yield tb.up(nodes=3, slots=2)
+    finally:
+        tb.down()
+
+
+@pytest.mark.launch
+def test_test_bed_groups_stay_inside_a_node(bed, tmp_path):
+    got = _results(*_job(tmp_path, "nodes", n=6, bed=bed)[:2])
+    assert [r["x"] for r in got["fixed"]] == list(range(12))
+    for rec in got["fixed"]:
+        assert len(set(rec["hosts"])) == 1, rec        # B's pair or C's, never A's one + B
+        assert rec["sum"] == 20 * rec["x"] + 1
+
+
+@pytest.mark.launch
+def test_test_bed_a_member_killed_mid_task_loses_nothing(bed, tmp_path):
+    got = _results(*_job(tmp_path, "kill", n=6, ft=True, bed=bed)[:2])
+    assert got["values"] == [x * x for x in range(10)]
+    assert got["after"] == [x * x for x in range(6)]
+    assert got["alive"] == 4

@@ -153,25 +153,51 @@ class Groups:
 
     def _group_for(self, k: int, head: bool) -> Group | None:
         """An idle group of width ``k``, or a new one from idle free workers (the head may
-        use the workers it reserved; others only unreserved ones). The head reserves what
-        it lacks."""
+        use the workers it reserved; others only unreserved ones). Where some node has
+        ``k`` workers at all, only such a node's workers make the group, even if that means
+        waiting for them. The head reserves what it lacks."""
         for g in self.groups.values():
             if g.chunk is None and g.width == k:
                 return g
-        core = self.core
-        free = [w for w in core.alive_workers()
-                if w.rank not in self.member_of and w.hello and self.eligible(w)]
-        idle = [w for w in free if not w.inflight
-                and (head or w.rank not in self.reserved)]
+        free = [w for w in self.core.alive_workers()
+                if w.rank not in self.member_of and self.eligible(w)]
+        if any(not w.hello for w in free):
+            return None          # where every worker runs is not known yet
+        per_host: dict[str, int] = {}
+        for w in free:
+            per_host[w.host] = per_host.get(w.host, 0) + 1
+        local = {h for h, n in per_host.items() if n >= k}
+        idle = [w for w in free if not w.inflight and (head or w.rank not in self.reserved)
+                and (not local or w.host in local)]
         chosen = pick(k, idle)
-        if chosen is not None:
+        if chosen is not None and (not local or len({w.host for w in chosen}) == 1):
             return self._form([w.rank for w in chosen])
-        if head:   # reserve more: idle ones first, then those with the least in flight
-            for w in sorted(free, key=lambda w: (len(w.inflight), w.rank)):
-                if len(self.reserved) >= k:
-                    break
-                self.reserved.add(w.rank)
+        if head:
+            self._reserve(k, [w for w in free if not local or w.host in local])
         return None
+
+    def _reserve(self, k: int, candidates: list[WorkerRecord]) -> None:
+        """Hold ``k`` workers for the head, and keep them (so they drain and it starts): on
+        the node of those already held if it has ``k``, else on the node with the most idle
+        candidates among those with ``k`` (any node when none has), idle ones first, then
+        those with the least in flight."""
+        held = [w for w in candidates if w.rank in self.reserved]
+        if len(held) >= k:
+            return
+        by_host: dict[str, list[WorkerRecord]] = {}
+        for w in candidates:
+            by_host.setdefault(w.host, []).append(w)
+        roomy = {h: ws for h, ws in by_host.items() if len(ws) >= k}
+        if held and held[0].host in roomy:
+            pool = roomy[held[0].host]
+        elif roomy:
+            pool = max(roomy.values(), key=lambda ws: sum(1 for w in ws if not w.inflight))
+        else:
+            pool = candidates
+        for w in sorted(pool, key=lambda w: (len(w.inflight), w.rank)):
+            if len(self.reserved) >= k:
+                break
+            self.reserved.add(w.rank)
 
     def _feasible(self, k: int) -> bool:
         return k <= len([w for w in self.core.alive_workers() if self.eligible(w)])
