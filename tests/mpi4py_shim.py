@@ -3,8 +3,9 @@ against :mod:`pyfw.futures` (see ``test_futures_mpi4py.py``, which rewrites the 
 one ``from mpi4py import MPI, futures`` line to import this module as ``futures``).
 
 Everything public comes from :mod:`pyfw.futures`. ``_core`` holds the three private mpi4py
-names the kept tests read: ``SharedPool`` (set: we run as ``python -m pyfw.futures``, the
-shared-pool mode), ``MAIN_RUN_NAME`` and ``RemoteTraceback`` (pyfw's equivalents).
+names the kept tests read: ``SharedPool`` (set under ``python -m pyfw.futures``, the
+shared-pool mode; None in spawn mode, ``mpiexec -n 1 python test_futures.py``),
+``MAIN_RUN_NAME`` and ``RemoteTraceback`` (pyfw's equivalents).
 """
 import json
 import os
@@ -16,12 +17,13 @@ from pyfw.errors import RemoteTraceback
 from pyfw.futures import *  # noqa: F401,F403
 from pyfw.futures import __all__ as _public  # noqa: F401
 from pyfw.futures import Executor as MPIPoolExecutor  # noqa: F401
+from pyfw.futures import _context
 from pyfw.futures.__main__ import WORKER_RUN_NAME
 
 ThreadPoolExecutor = ProcessPoolExecutor = None   # mpi4py-only classes (tests excluded)
 
-_core = types.SimpleNamespace(SharedPool=object(), MAIN_RUN_NAME=WORKER_RUN_NAME,
-                              RemoteTraceback=RemoteTraceback)
+_core = types.SimpleNamespace(SharedPool=object() if _context.shared_pool() else None,
+                              MAIN_RUN_NAME=WORKER_RUN_NAME, RemoteTraceback=RemoteTraceback)
 
 
 def run(namespace: dict) -> None:

@@ -20,9 +20,10 @@ from mpi4py import MPI
 
 from ..farm import Farm
 from . import _context
+from ._context import WORKER_RUN_NAME
 
 __all__ = ["max_workers_default", "python_flags", "spawn", "SpawnedFarm", "SpawnError",
-           "SERVER_MODULE"]
+           "SERVER_MODULE", "release"]
 
 SERVER_MODULE = "pyfw.futures.server"
 
@@ -97,6 +98,8 @@ def _main_module(import_main: bool) -> dict:
     if not import_main:
         return {}
     main = sys.modules["__main__"]
+    # objects of classes defined there come back named after the workers' module
+    sys.modules.setdefault(WORKER_RUN_NAME, main)
     spec = getattr(main, "__spec__", None)
     name = getattr(spec, "name", None)
     path = getattr(main, "__file__", None)
@@ -120,7 +123,7 @@ def spawn(max_workers: int, python_exe=None, python_args=None, mpi_info=None):
     args = python_flags() + list(python_args or []) + ["-m", SERVER_MODULE]
     # more workers than slots must still start (a singleton's own PRRTE does; mpiexec's
     # does not unless told): pyfw's idle workers sleep, they do not spin
-    keys = {"map_by": ":OVERSUBSCRIBE"}
+    keys = {"map_by": "slot:OVERSUBSCRIBE"}
     if mpi_info:
         keys.update(dict(mpi_info.items() if hasattr(mpi_info, "items") else mpi_info))
     info = MPI.Info.Create()
@@ -162,12 +165,22 @@ class SpawnedFarm:
         try:
             self.farm.close(reason)
         finally:
-            for comm in (self.merged,):
-                try:
-                    comm.Free()
-                except MPI.Exception:
-                    pass
-            try:
-                self.intercomm.Disconnect()
-            except MPI.Exception:
-                pass
+            release(self.farm.comm.mpi, self.merged, self.intercomm)
+
+
+def release(*comms) -> None:
+    """Free the communicators that span the parent and its workers, and disconnect the
+    intercommunicator (the last one): Open MPI's finalize crashed in its dynamic-process
+    clean-up when a spawned job had been disconnected but communicators derived from it
+    were left."""
+    *derived, intercomm = comms
+    for comm in derived:
+        try:
+            if comm != MPI.COMM_NULL:
+                comm.Free()
+        except MPI.Exception:
+            pass
+    try:
+        intercomm.Disconnect()
+    except MPI.Exception:
+        pass

@@ -67,7 +67,7 @@ class Executor(cf.Executor):
     ``MPIPoolExecutor`` are accepted and validated as mpi4py does: ``path``, ``wdir``,
     ``env`` and ``globals`` are applied on every worker before this executor's first task
     there; ``python_exe``, ``python_args``, ``mpi_info`` (merged over pyfw's
-    ``map_by=:OVERSUBSCRIBE``) and ``main`` shape spawned workers; ``use_pkl5`` and
+    ``map_by=slot:OVERSUBSCRIBE``) and ``main`` shape spawned workers; ``use_pkl5`` and
     ``backoff`` have nothing to do. pyfw options: ``policy`` (chunking policy of this
     executor's rounds), ``comm`` and ``root`` (run SPMD over ``comm``, like
     ``MPICommExecutor``: call on every rank and use ``with``; the executor is ``None`` on

@@ -124,6 +124,7 @@ class _Failed:
 def main() -> int:
     """Serve the parent's executor; returns the exit status."""
     from ..farm import Farm
+    from ._spawn import release
     parent = MPI.Comm.Get_parent()
     if parent == MPI.COMM_NULL:
         print("pyfw.futures.server is started by a pyfw.futures executor (MPI_Comm_spawn), "
@@ -144,8 +145,7 @@ def main() -> int:
             farm.__enter__()
     finally:
         stopping.set()
-        merged.Free()
-        parent.Disconnect()
+        release(farm.comm.mpi, merged, parent)
     return 0
 
 
