@@ -117,7 +117,10 @@ def _batch_row(wall, rows, n, cores):
     return {"seconds": wall, "solve_seconds": s["seconds"],
             "cubes_per_second": n / wall, "cubes_per_second_per_core": n / wall / cores,
             "cores": cores, "lengths": s["lengths"], "slowest": s["slowest"],
-            "nodes_per_second": s["nodes_per_second"],
+            "nodes_per_second": s["nodes_per_second"], "generated": s["generated"],
+            # the workers' time inside tasks over the solve's wall time: the scheduling's
+            # losses (idle workers, the master's turns) apart from the host's speed
+            "busy_fraction": sum(r["busy_seconds"] for r in cubes) / (cores * s["seconds"]),
             "per_cube": {r["line"]: [r["length"], round(r["seconds"], 3)] for r in cubes}}
 
 
