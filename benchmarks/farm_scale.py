@@ -1,0 +1,424 @@
+"""Farm at scale on one box: flat against two-level, makespan, CPU per task by role, start-up.
+
+    python benchmarks/farm_scale.py [--ranks 16,64] [--modes flat,node16,node32]
+                                    [--task-ms 1,10,100] [--ideal 1.0] [--repeats 1]
+                                    [--timeout 900] [--profile] [--testbed]
+                                    [--publish | --out DIR]
+
+Every (ranks, mode) is one ``pyfw-run`` launch whose master runs one ``Farm.map`` of
+``time.sleep(tau)`` tasks per task duration, back to back, sized so that the ideal makespan
+``tasks * tau / (ranks - 1)`` is ``--ideal`` seconds (every rank but the master computes: in
+node mode the sub-masters run pieces between their scheduling turns). ``nodeK`` is
+``hierarchy="node"`` with ``PYFW_FARM_NODE_SIZE=K`` (blocks of K consecutive ranks are a
+"node"); a mode whose blocks hold every rank has no sub-master and is skipped.
+
+What it reports, side by side:
+
+* **makespan / ideal** and **tasks/s** of every map;
+* **CPU seconds per task by role**: every rank reads its own process CPU time
+  (``time.process_time``) around its share of each map -- the master around the map, a worker
+  or sub-master from its first task of the map to its last -- and the master gathers them by
+  role (master, sub-masters, workers). On one box every rank shares the same cores, so the
+  sum is the machine's CPU per task; ``busy`` is that sum over the cores the map had
+  (``cpu / (cores * wall)``: near 1, the box was saturated);
+* **start-up**: per rank, wall-clock marks from the launch (``time.time()`` taken by this
+  script just before ``mpiexec``) to the process start (from ``/proc``), ``mpi4py`` loaded,
+  ``MPI_Init`` done, ``pyfw`` imported, ``Farm()`` built (its ``Dup`` and the node split) and,
+  on the master, every top-level worker's hello received; the last rank to reach each mark
+  and the per-rank CPU seconds between marks (on an oversubscribed box start-up is bounded
+  by the sum of that CPU over all ranks divided by the cores).
+
+``--profile`` runs cProfile on the master's maps and on one worker (and one sub-master in
+node mode) and writes their top functions beside the results (``farm_scale_prof_*.txt``).
+``--testbed`` runs the same on the multi-node test bed (prefix ``h11``, 8 nodes x 32 slots:
+the node split is the real one; torn down at the end).
+
+Writes ``farm_scale.json`` to ``--out DIR`` (default benchmarks/results/local/;
+``--publish``: the tracked benchmarks/results/) and prints the tables.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+T_MAIN = time.time()                # the interpreter has started and read this script
+CPU_MAIN = time.process_time()
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PUBLISHED = os.path.join(HERE, "results")
+T0_ENV = "PYFW_SCALE_T0"            # the launch's wall-clock time, for the ranks' marks
+TESTBED_PREFIX = "h11"
+MARKS = ("proc", "main", "mpi4py", "mpi_init", "pyfw", "farm", "ready")
+
+
+# ----------------------------------------------------------------------------- the task
+class Meter:
+    """A rank's CPU time around its share of each map, keyed by the task duration: at the
+    first and the last task it runs of that map, plus its chunk count (a worker's)."""
+
+    def __init__(self):
+        self.first: dict = {}
+        self.last: dict = {}
+        self.tasks: dict = {}
+        self.chunks: dict = {}
+        self.key = None
+
+    def task(self, key) -> None:
+        cpu = time.process_time()
+        if key not in self.first:
+            self.first[key] = cpu
+            self.tasks[key] = 0
+            self.chunks[key] = 0
+        self.last[key] = cpu
+        self.tasks[key] += 1
+        self.key = key
+
+    def chunk(self) -> None:
+        if self.key is not None:
+            self.chunks[self.key] += 1
+
+    def windows(self) -> dict:
+        return {str(k): {"cpu_s": self.last[k] - self.first[k], "tasks": self.tasks[k],
+                         "chunks": self.chunks[k]} for k in self.first}
+
+
+METER = Meter()
+
+
+def sleep_task(seconds, x):
+    """The benchmark's task: sleep ``seconds`` (no CPU), metered on the rank that runs it."""
+    METER.task(seconds)
+    time.sleep(seconds)
+    return x
+
+
+# ----------------------------------------------------------------------------- one launch
+def _process_start() -> float:
+    """Wall-clock time this process was started (from /proc; 10 ms resolution)."""
+    try:
+        with open("/proc/self/stat") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+        return time.time() - (uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def child(out: str, durations: list[float], ideal: float, hierarchy: str, profile: bool):
+    """One launch: every rank marks its start-up, the master runs one map per duration, and
+    every rank's marks and CPU windows are gathered on the master, which writes ``out``."""
+    marks = {"proc": (_process_start(), 0.0), "main": (T_MAIN, CPU_MAIN)}
+
+    def mark(name):
+        marks[name] = (time.time(), time.process_time())
+
+    import mpi4py
+    mpi4py.rc.initialize = False      # MPI_Init apart from loading the module
+    mpi4py.rc.finalize = True
+    from mpi4py import MPI
+    mark("mpi4py")
+    MPI.Init()
+    mark("mpi_init")
+
+    from pyfw import Farm
+    from pyfw.farm.worker import WorkerLoop
+    mark("pyfw")
+    heavy = sorted(m for m in ("numpy", "h5py", "numba", "scipy", "matplotlib")
+                   if m in sys.modules)
+
+    run_chunk = WorkerLoop.run_chunk
+
+    def counted(self, chunk, t_got):   # a worker's chunks per map (sub-masters do not run it)
+        run_chunk(self, chunk, t_got)
+        METER.chunk()
+    WorkerLoop.run_chunk = counted
+
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    prof = None
+    farm = Farm(world, hierarchy=hierarchy)
+    mark("farm")
+    role = "master" if farm.is_master else (
+        "worker" if farm._layout is None else farm._layout.role(rank))
+    if profile and rank in _profiled(farm):
+        import cProfile
+        prof = cProfile.Profile()
+    phases = []
+    cpu_enter = time.process_time()
+    if prof is not None and not farm.is_master:
+        prof.enable()
+    with farm:
+        if farm.is_master:
+            eng = farm.engine
+            while not all(w.hello for w in eng.workers.values()):
+                eng.step()
+            mark("ready")
+            if profile:
+                import cProfile
+                prof = cProfile.Profile()
+            for tau in durations:
+                phases.append(_phase(farm, tau, ideal, prof))
+    if prof is not None:
+        prof.disable()
+    cpu_farm = time.process_time() - cpu_enter
+    mine = {"rank": rank, "role": role, "marks": marks, "meter": METER.windows(),
+            "cpu_farm_s": cpu_farm, "heavy": heavy}
+    if prof is not None:
+        import io
+        import pstats
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(30)
+        mine["profile"] = text.getvalue()
+    everyone = world.gather(mine, root=0)
+    if rank == 0:
+        with open(out, "w") as fh:
+            json.dump({"ranks": size, "hierarchy": farm.hierarchy, "phases": phases,
+                       "ranks_info": everyone, "t_end": time.time()}, fh)
+
+
+def _profiled(farm) -> set:
+    """The ranks --profile profiles besides the master: a worker; in node mode the first
+    sub-master and one of its node's workers."""
+    lay = farm._layout
+    if lay is None or not lay.submasters:
+        return {1}
+    sub = min(lay.submasters.values())
+    return {sub, sub + 1}
+
+
+def _phase(farm, tau: float, ideal: float, prof) -> dict:
+    """One map of sleep tasks lasting ``tau`` on ``farm``, timed on the master."""
+    import functools
+    eng = farm.engine
+    workers = farm.size - 1
+    tasks = max(workers, round(ideal * workers / tau))
+    fn = functools.partial(sleep_task, tau)
+    msgs0 = int(eng.comm.sent_msgs.sum()), int(eng.comm.recv_msgs.sum())
+    idle0 = eng.idle_master
+    if prof is not None:
+        prof.enable()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    n = 0
+    for _ in farm.map(fn, range(tasks)):
+        n += 1
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    if prof is not None:
+        prof.disable()
+    return {"task_s": tau, "tasks": n, "wall_s": wall, "ideal_s": tasks * tau / workers,
+            "master_cpu_s": cpu, "master_idle_s": eng.idle_master - idle0,
+            "master_sent_msgs": int(eng.comm.sent_msgs.sum()) - msgs0[0],
+            "master_recv_msgs": int(eng.comm.recv_msgs.sum()) - msgs0[1]}
+
+
+# ----------------------------------------------------------------------------- driver
+def parse_mode(mode: str) -> tuple[str, int | None]:
+    """``flat`` -> (flat, None); ``nodeK`` -> (node, K); ``node`` -> (node, None: the real
+    shared-memory split, as on the test bed)."""
+    if mode == "flat":
+        return "flat", None
+    if mode.startswith("node"):
+        k = mode[4:]
+        return "node", int(k) if k else None
+    raise ValueError(f"unknown mode {mode!r}: flat, node or nodeK")
+
+
+def launch_one(ranks: int, mode: str, durations, ideal, timeout, profile, bed=None) -> dict:
+    """Run one (ranks, mode) launch; returns its summary (see :func:`summarize`)."""
+    import tempfile
+
+    from pyfw.launch import run
+    hierarchy, node_size = parse_mode(mode)
+    env = dict(os.environ)
+    extra = None
+    if bed is not None:
+        from pyfw.testbed.agent import launch_options
+        from pyfw.testbed.netns import job_env
+        env, extra = job_env(bed, env), launch_options(bed)
+    env.pop("PYFW_FARM_NODE_SIZE", None)
+    if node_size:
+        env["PYFW_FARM_NODE_SIZE"] = str(node_size)
+    fd, out = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        t0 = time.time()
+        env[T0_ENV] = repr(t0)
+        res = run(ranks, [sys.executable, os.path.abspath(__file__), "--child", out,
+                          ",".join(map(repr, durations)), repr(ideal), hierarchy,
+                          "1" if profile else "0"],
+                  timeout=timeout, capture=True, env=env, extra=extra, cwd=ROOT)
+        t_exit = time.time()
+        if res.returncode != 0 or os.path.getsize(out) == 0:
+            raise RuntimeError(f"{ranks} ranks {mode}: exit {res.returncode}"
+                               f"{' (timed out)' if res.timed_out else ''}\n"
+                               f"{(res.stderr or '')[-3000:]}")
+        with open(out) as fh:
+            raw = json.load(fh)
+    finally:
+        os.unlink(out)
+    return summarize(raw, ranks, mode, t0, t_exit)
+
+
+ROLE_GROUPS = {"master": "master", "submaster": "submasters", "worker": "workers",
+               "node-worker": "workers"}
+
+
+def summarize(raw: dict, ranks: int, mode: str, t0: float, t_exit: float) -> dict:
+    """Per map: makespan/ideal, tasks/s, CPU per task by role; start-up marks."""
+    import statistics
+    info = raw["ranks_info"]
+    cores = os.cpu_count() or 1
+    phases = []
+    for ph in raw["phases"]:
+        key = str(ph["task_s"])
+        cpu = {"master": ph["master_cpu_s"], "submasters": 0.0, "workers": 0.0}
+        chunks = {"submasters": 0, "workers": 0}
+        counts = {"submasters": 0, "workers": 0}
+        for r in info:
+            group = ROLE_GROUPS[r["role"]]
+            if group == "master":
+                continue
+            counts[group] += 1
+            win = r["meter"].get(key)
+            if win is not None:
+                cpu[group] += win["cpu_s"]
+                chunks[group] += win["chunks"]
+        n, wall = ph["tasks"], ph["wall_s"]
+        total = sum(cpu.values())
+        phases.append(dict(ph, makespan_over_ideal=wall / ph["ideal_s"], tasks_per_s=n / wall,
+                           cpu_s=cpu, cpu_us_per_task={k: 1e6 * v / n for k, v in cpu.items()},
+                           cpu_us_per_task_total=1e6 * total / n,
+                           busy=total / (cores * wall), worker_chunks=chunks["workers"],
+                           ranks_by_role=counts))
+    startup = {}
+    for name in MARKS[1:]:
+        at = [r["marks"][name][0] - t0 for r in info if name in r["marks"]]
+        if at:
+            startup[name] = {"last_s": max(at), "median_s": statistics.median(at)}
+    at = [r["marks"]["proc"][0] - t0 for r in info]
+    startup["proc"] = {"last_s": max(at), "median_s": statistics.median(at)}
+    cpu_between = {}
+    for a, b in zip(MARKS[1:], MARKS[2:6]):
+        per = [r["marks"][b][1] - r["marks"][a][1] for r in info]
+        cpu_between[f"{a}->{b}"] = {"median_s": statistics.median(per), "sum_s": sum(per)}
+    cpu_between["start->main"] = {"median_s": statistics.median(r["marks"]["main"][1]
+                                                                 for r in info),
+                                  "sum_s": sum(r["marks"]["main"][1] for r in info)}
+    out = {"ranks": ranks, "mode": mode, "hierarchy": raw["hierarchy"], "phases": phases,
+           "startup": startup, "startup_cpu": cpu_between,
+           "teardown_s": t_exit - raw["t_end"], "job_s": t_exit - t0,
+           "heavy_modules": info[0]["heavy"],
+           "cpu_farm_s": {g: sum(r["cpu_farm_s"] for r in info if ROLE_GROUPS[r["role"]] == g)
+                          for g in ("master", "submasters", "workers")}}
+    profiles = {r["role"] + str(r["rank"]): r["profile"] for r in info if "profile" in r}
+    if profiles:
+        out["profiles"] = profiles
+    return out
+
+
+def table(results: list[dict]) -> str:
+    rows = ["| ranks | mode | task | tasks | wall s | / ideal | tasks/s | CPU us/task: master"
+            " | sub-masters | workers | total | busy |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        for p in r["phases"]:
+            c = p["cpu_us_per_task"]
+            rows.append(f"| {r['ranks']} | {r['mode']} | {p['task_s'] * 1e3:g} ms | "
+                        f"{p['tasks']:,} | {p['wall_s']:.2f} | {p['makespan_over_ideal']:.2f} | "
+                        f"{p['tasks_per_s']:,.0f} | {c['master']:.1f} | {c['submasters']:.1f} | "
+                        f"{c['workers']:.1f} | {p['cpu_us_per_task_total']:.1f} | "
+                        f"{p['busy']:.2f} |")
+    return "\n".join(rows)
+
+
+def startup_table(results: list[dict]) -> str:
+    rows = ["| ranks | mode | process started | mpi4py loaded | MPI_Init done | pyfw imported"
+            " | Farm built | Farm ready | job end | CPU/rank: python | mpi4py | MPI_Init | "
+            "pyfw | Farm() |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        s, c = r["startup"], r["startup_cpu"]
+        rows.append(
+            f"| {r['ranks']} | {r['mode']} | " + " | ".join(
+                f"{s[m]['last_s']:.1f}" for m in ("proc", "mpi4py", "mpi_init", "pyfw",
+                                                   "farm", "ready"))
+            + f" | {r['job_s']:.1f} | " + " | ".join(
+                f"{1e3 * c[k]['median_s']:.0f} ms" for k in (
+                    "start->main", "main->mpi4py", "mpi4py->mpi_init", "mpi_init->pyfw",
+                    "pyfw->farm")) + " |")
+    return "\n".join(rows)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--child":   # a rank: nothing of pyfw imported before its marks
+        out, durations, ideal, hierarchy, profile = argv[1:6]
+        child(out, [float(x) for x in durations.split(",")], float(ideal), hierarchy,
+              profile == "1")
+        return 0
+    import argparse
+
+    from pyfw.monitor.results import add_output_options, output_dir, write_json
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", default="16,64", help="comma-separated rank counts "
+                    "(the issue's full set: 16,64,128,256)")
+    ap.add_argument("--modes", default="flat,node16,node32",
+                    help="flat, nodeK (blocks of K ranks), node (the real split)")
+    ap.add_argument("--task-ms", default="1,10,100", help="task durations (ms)")
+    ap.add_argument("--ideal", type=float, default=1.0,
+                    help="ideal makespan of each map (s): sets the number of tasks")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=900.0, help="per launch (s)")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile the master's maps, a worker and a sub-master")
+    ap.add_argument("--testbed", action="store_true",
+                    help=f"on the test bed (prefix {TESTBED_PREFIX}, 8 nodes x 32 slots)")
+    add_output_options(ap, PUBLISHED)
+    a = ap.parse_args(argv)
+    where = output_dir(a)
+    durations = [float(x) / 1e3 for x in a.task_ms.split(",")]
+    modes = a.modes.split(",")
+    results = []
+    bed, tb = None, None
+    if a.testbed:
+        from pyfw.testbed import TestBed
+        tb = TestBed(TESTBED_PREFIX)
+        bed = tb.up(nodes=8, slots=32)
+        sizes = [256]
+        modes = [m for m in modes if m in ("flat", "node")] or ["flat", "node"]
+    else:
+        sizes = [int(x) for x in a.ranks.split(",")]
+    try:
+        for ranks in sizes:
+            for mode in modes:
+                hierarchy, k = parse_mode(mode)
+                if hierarchy == "node" and k is not None and k >= ranks:
+                    continue   # one block holds every rank: no sub-master, the flat farm
+                for rep in range(a.repeats):
+                    load = os.getloadavg()[0]
+                    print(f"{ranks} ranks, {mode}, repeat {rep + 1} (load {load:.1f}) ...",
+                          flush=True)
+                    r = launch_one(ranks, mode, durations, a.ideal, a.timeout, a.profile, bed)
+                    r["repeat"], r["load_before"] = rep, load
+                    results.append(r)
+                    print(table([r]).split("\n", 2)[2], flush=True)
+    finally:
+        if tb is not None:
+            tb.down()
+    print("\n" + table(results) + "\n\n" + startup_table(results))
+    name = "farm_scale_testbed.json" if a.testbed else "farm_scale.json"
+    for r in results:
+        for who, text in r.pop("profiles", {}).items():
+            path = os.path.join(where, f"farm_scale_prof_{r['ranks']}_{r['mode']}_{who}.txt")
+            with open(path, "w") as fh:
+                fh.write(text)
+    write_json(where, name, {"cores": os.cpu_count(), "ideal_s": a.ideal,
+                             "testbed": a.testbed, "results": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
