@@ -197,7 +197,7 @@ def _phase(farm, tau: float, ideal: float, prof) -> dict:
     workers = farm.size - 1
     tasks = max(workers, round(ideal * workers / tau))
     fn = functools.partial(sleep_task, tau)
-    msgs0 = int(eng.comm.sent_msgs.sum()), int(eng.comm.recv_msgs.sum())
+    msgs0 = int(sum(eng.comm.sent_msgs)), int(sum(eng.comm.recv_msgs))
     idle0 = eng.idle_master
     if prof is not None:
         prof.enable()
@@ -210,8 +210,8 @@ def _phase(farm, tau: float, ideal: float, prof) -> dict:
         prof.disable()
     return {"task_s": tau, "tasks": n, "wall_s": wall, "ideal_s": tasks * tau / workers,
             "master_cpu_s": cpu, "master_idle_s": eng.idle_master - idle0,
-            "master_sent_msgs": int(eng.comm.sent_msgs.sum()) - msgs0[0],
-            "master_recv_msgs": int(eng.comm.recv_msgs.sum()) - msgs0[1]}
+            "master_sent_msgs": int(sum(eng.comm.sent_msgs)) - msgs0[0],
+            "master_recv_msgs": int(sum(eng.comm.recv_msgs)) - msgs0[1]}
 
 
 # ----------------------------------------------------------------------------- driver

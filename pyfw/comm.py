@@ -29,11 +29,9 @@ import signal
 import time
 from typing import Any
 
-import numpy as np
 from mpi4py import MPI
 
 from .errors import CommTimeout, PeerFailure
-from .linkemu import shaper_from_env
 
 __all__ = ["Comm", "Backoff", "DeferredSend", "testall", "waitall", "bound_finalize",
            "ANY_SOURCE", "ANY_TAG", "world"]
@@ -103,17 +101,18 @@ class Comm:
         self.host = MPI.Get_processor_name()
         self.mpi.Set_errhandler(MPI.ERRORS_RETURN)
         n = self.size
-        self.sent_msgs = np.zeros(n, np.int64)
-        self.sent_bytes = np.zeros(n, np.int64)
-        self.recv_msgs = np.zeros(n, np.int64)
-        self.recv_bytes = np.zeros(n, np.int64)
+        # plain lists: cheaper to bump than numpy scalars, and numpy stays unimported
+        self.sent_msgs = [0] * n
+        self.sent_bytes = [0] * n
+        self.recv_msgs = [0] * n
+        self.recv_bytes = [0] * n
         self.failed: set[int] = set()
         self.shaper = None
         self._held: list[tuple[float, Any, int, int]] = []  # delivery-delayed messages
         self._last_due: dict[int, float] = {}
         self._send_due: dict[int, float] = {}   # deferred buffer sends: last due time per peer
         self._pending: list[tuple[MPI.Request, Any, int]] = []  # (request, buffer, dest)
-        self.shaper = shaper_from_env(self.rank, n)   # None unless links are emulated
+        self.shaper = _shaper_from_env(self.rank, n)   # None unless links are emulated
         self._status = MPI.Status()
 
     # ---------------------------------------------------------------- construction
@@ -233,18 +232,18 @@ class Comm:
             return False
 
     # ---------------------------------------------------------------- buffer path
-    def Send(self, buf: np.ndarray, dest: int, tag: int = 0) -> None:
+    def Send(self, buf: "np.ndarray", dest: int, tag: int = 0) -> None:
         """Blocking buffer send (mpi4py's ``Send``), counted in the traffic counters."""
         self._shape(dest, buf.nbytes)
         self._count_send(dest, buf.nbytes)
         self._call(self.mpi.Send, buf, dest, tag)
 
-    def Recv(self, buf: np.ndarray, source: int, tag: int = 0) -> None:
+    def Recv(self, buf: "np.ndarray", source: int, tag: int = 0) -> None:
         """Blocking buffer receive (mpi4py's ``Recv``), counted in the traffic counters."""
         self._call(self.mpi.Recv, buf, source, tag)
         self._count_recv(source, buf.nbytes)
 
-    def Isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> "MPI.Request | DeferredSend":
+    def Isend(self, buf: "np.ndarray", dest: int, tag: int = 0) -> "MPI.Request | DeferredSend":
         """Non-blocking buffer send. On an emulated slow link (a delivery shaper) this returns
         a :class:`DeferredSend`: complete it with :func:`testall` / :func:`waitall`."""
         arrival = getattr(self.shaper, "arrival", None)
@@ -260,13 +259,13 @@ class Comm:
         self._count_send(dest, buf.nbytes)
         return self._call(self.mpi.Isend, buf, dest, tag)
 
-    def Irecv(self, buf: np.ndarray, source: int, tag: int = 0) -> MPI.Request:
+    def Irecv(self, buf: "np.ndarray", source: int, tag: int = 0) -> MPI.Request:
         # counted when posted: the bytes are on their way and this keeps Waitall cheap
         """Non-blocking buffer receive, counted when posted."""
         self._count_recv(source, buf.nbytes)
         return self._call(self.mpi.Irecv, buf, source, tag)
 
-    def Sendrecv(self, sendbuf: np.ndarray, dest: int, recvbuf: np.ndarray, source: int,
+    def Sendrecv(self, sendbuf: "np.ndarray", dest: int, recvbuf: "np.ndarray", source: int,
                  sendtag: int = 0, recvtag: int = 0) -> None:
         """Buffer send-receive (mpi4py's ``Sendrecv``), counted both ways."""
         self._shape(dest, sendbuf.nbytes)
@@ -381,13 +380,13 @@ class Comm:
     def traffic(self) -> dict:
         """Per-peer message and byte counts since creation (or :meth:`reset_traffic`)."""
         return {"rank": self.rank, "size": self.size, "host": self.host,
-                "sent_msgs": self.sent_msgs.tolist(), "sent_bytes": self.sent_bytes.tolist(),
-                "recv_msgs": self.recv_msgs.tolist(), "recv_bytes": self.recv_bytes.tolist()}
+                "sent_msgs": list(self.sent_msgs), "sent_bytes": list(self.sent_bytes),
+                "recv_msgs": list(self.recv_msgs), "recv_bytes": list(self.recv_bytes)}
 
     def reset_traffic(self) -> None:
         """Zero the per-peer byte and message counters."""
         for a in (self.sent_msgs, self.sent_bytes, self.recv_msgs, self.recv_bytes):
-            a[:] = 0
+            a[:] = [0] * len(a)
 
 
 class DeferredSend:
@@ -399,7 +398,7 @@ class DeferredSend:
 
     __slots__ = ("comm", "buf", "dest", "tag", "due", "req")
 
-    def __init__(self, comm: Comm, buf: np.ndarray, dest: int, tag: int, due: float):
+    def __init__(self, comm: Comm, buf: "np.ndarray", dest: int, tag: int, due: float):
         self.comm, self.buf, self.dest, self.tag, self.due = comm, buf, dest, tag, due
         self.req: MPI.Request | None = None
 
@@ -475,6 +474,15 @@ def bound_finalize(grace: float | None = None) -> None:
         signal.alarm(seconds)
 
     atexit.register(arm)
+
+
+def _shaper_from_env(rank: int, size: int):
+    """The job's link emulation (:func:`pyfw.linkemu.shaper_from_env`), imported only when
+    ``$PYFW_EMULATE_LINKS`` asks for it (it needs numpy, which a farm does not)."""
+    if not os.environ.get("PYFW_EMULATE_LINKS"):
+        return None
+    from .linkemu import shaper_from_env
+    return shaper_from_env(rank, size)
 
 
 def world() -> Comm:

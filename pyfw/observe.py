@@ -25,7 +25,6 @@ import sys
 import time
 
 from .errors import ConfigurationError
-from .snapshots import DEFAULT_PORT, ENV_TOKEN
 
 __all__ = ["ENV_DASHBOARD", "ENV_REPORT", "ENV_TOKEN", "ENV_OBSERVER", "DEFAULT_PORT",
            "DEFAULT_OBSERVER", "parse_address", "check", "attach", "observer_class", "Ticker"]
@@ -36,6 +35,15 @@ ENV_OBSERVER = "PYFW_OBSERVER"
 #: the observer an address or ``$PYFW_REPORT`` starts (``module:class``; the class has
 #: ``shared(address, report=...)``, see :meth:`pyfw.dashboard.Dashboard.shared`)
 DEFAULT_OBSERVER = "pyfw.dashboard:Dashboard"
+
+
+def __getattr__(name):
+    # the dashboard's constants live in pyfw.snapshots, which loads dataclasses: imported
+    # on first use, so a farm without a dashboard (and pyfw-run) does not pay for it
+    if name in ("DEFAULT_PORT", "ENV_TOKEN"):
+        from . import snapshots
+        return getattr(snapshots, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def parse_address(text) -> tuple[str, int]:
@@ -66,6 +74,7 @@ def check(spec):
     if spec is False:
         return None
     if spec is True:
+        from .snapshots import DEFAULT_PORT
         return ("127.0.0.1", DEFAULT_PORT)
     if hasattr(spec, "source"):
         return spec

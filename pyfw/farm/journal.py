@@ -19,15 +19,14 @@ import os
 import pickle
 import time
 
-import h5py
-import numpy as np
-
 from ..errors import JournalError
 
 __all__ = ["Journal", "JournalError"]  # JournalError lives in pyfw.errors; importable here too
 
 
 def _read_file(path: str, into: dict) -> None:
+    import h5py   # here, not at import: a farm without a journal never loads HDF5
+    import numpy as np
     try:
         with h5py.File(path, "r") as f:
             rounds = f.get("rounds")
@@ -47,6 +46,8 @@ def _read_file(path: str, into: dict) -> None:
 
 def _write_file(path: str, data: dict) -> None:
     """Write {round name: {index: pickled bytes}} to ``path`` atomically."""
+    import h5py
+    import numpy as np
     tmp = f"{path}.tmp-{os.getpid()}"
     with h5py.File(tmp, "w") as f:
         rounds = f.create_group("rounds")

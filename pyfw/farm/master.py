@@ -17,7 +17,6 @@ from .journal import Journal
 from .ordering import DEFAULT_WINDOW, InOrder, with_errors
 from .policies import Pipeline, make_policy
 from .progress import Progress, format_summary
-from .snapshot import farm_snapshot
 from .task import Batch, Done, Task
 from .hierarchy import HIERARCHIES, layout, serve_submaster
 from .worker import Stop, Stopped, WorkerLoop, serve
@@ -133,6 +132,7 @@ class Farm:
         self._ticker = None
         channel = observe.attach(dashboard, "farm", f"farm ({self.size} ranks)")
         if channel is not None:
+            from .snapshot import farm_snapshot   # only with a dashboard (dataclasses)
             self._ticker = observe.Ticker(channel, farm_snapshot)
             self.engine.observer = self._ticker
 

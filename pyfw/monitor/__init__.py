@@ -25,14 +25,21 @@ For the runtimes (stable API)::
     dom = SlabDomain(comm, shape, monitor=mon); bal = Balancer(dom)  # one monitor per job:
     # bal.record(compute_s) feeds it and counts its steps; the balancer reads mon.speeds()
 """
-from .emulate import LinkShaper, Slowdown, hold, spin, spin_work
-from .forecast import (Forecast, ForecasterBank, LinkEstimate, LinkForecast,
-                       RankSpeedForecast, default_forecasters)
-from .online import OnlineMonitor
-from .probes import (STUDY_SIZES, LinkMatrix, ProbeTimeout, allgather_test, netpipe_sizes,
-                     pingpong, probe_pairs, ring_test, round_robin, sweep)
-from .profile import Profiler, classify, profile, write_json
-from .stats import Hockney, hockney_fit, summarize
+import importlib
+
+# Submodules are imported on first use of a name (PEP 562): the farm's scheduler needs only
+# the forecasters, and should not pay for the probes, the online monitor and numpy.
+_HOME = {
+    "emulate": ("LinkShaper", "Slowdown", "hold", "spin", "spin_work"),
+    "forecast": ("Forecast", "ForecasterBank", "LinkEstimate", "LinkForecast",
+                 "RankSpeedForecast", "default_forecasters"),
+    "online": ("OnlineMonitor",),
+    "probes": ("STUDY_SIZES", "LinkMatrix", "ProbeTimeout", "allgather_test", "netpipe_sizes",
+               "pingpong", "probe_pairs", "ring_test", "round_robin", "sweep"),
+    "profile": ("Profiler", "classify", "profile", "write_json"),
+    "stats": ("Hockney", "hockney_fit", "summarize"),
+}
+_WHERE = {name: module for module, names in _HOME.items() for name in names}
 
 __all__ = ["LinkShaper", "Slowdown", "hold", "spin", "spin_work", "Forecast",
            "ForecasterBank", "LinkEstimate", "LinkForecast", "RankSpeedForecast",
@@ -40,3 +47,17 @@ __all__ = ["LinkShaper", "Slowdown", "hold", "spin", "spin_work", "Forecast",
            "allgather_test", "netpipe_sizes", "pingpong", "probe_pairs", "ring_test",
            "round_robin", "sweep", "Profiler", "classify", "profile", "write_json", "Hockney",
            "hockney_fit", "summarize"]
+
+
+def __getattr__(name):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    mod = importlib.import_module(f".{module}", __name__)
+    for other in _HOME[module]:   # all of them: importing .profile binds the name to the module
+        globals()[other] = getattr(mod, other)
+    return globals()[name]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
