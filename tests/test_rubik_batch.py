@@ -144,6 +144,13 @@ def test_cli_batch_from_stdin_reports_bad_lines_and_a_summary(tmp_path):
     assert [r["line"] for r in rows if "error" in r] == [4] and "line 4" in p.stderr
     s = rows[-1]["summary"]
     assert s["cubes"] == 3 and s["errors"] == 1 and s["lengths"] == {"3": 1, "4": 1, "5": 1}
+    # a proof: no solution of <= 3 moves for the 5-mover (not more than asked), 3 moves
+    # for the 3-mover
+    p = _cli(common + ["--prove-depth", "3"], "F2 D L' U R2\nB2 L' D\n")
+    rows = [json.loads(x) for x in p.stdout.splitlines()]
+    got = {r["line"]: (r["length"], r["lower_bound"]) for r in rows[:-1]}
+    assert got[2] == (3, 3) and got[1][0] is None
+    assert 4 <= got[1][1] <= 5          # proven past the limit, and never past the distance
     # resumed from a journal: nothing solved again
     journal = str(tmp_path / "j.h5")
     good = "R U R' U'\nF2 D L' U R2\n"

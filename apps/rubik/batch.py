@@ -138,6 +138,9 @@ def search_cube(h, cube, bound, pieces, limit, whole, yield_after, symmetry=True
     gen = exp = 0
     iterations = {}
     out = {"key": key, "rank": rank, "bound": bound}
+    if bound > limit:                   # the lower bound alone proves the limit
+        out.update(status="proven", bound=bound - 1)
+        return _finish(out, t0, gen, exp, iterations, h)
     while True:
         if pieces is None:
             pieces, g, e = iteration_pieces(h, cube, bound, symmetry)
