@@ -42,6 +42,7 @@ LAYERS = (
     ("runtimes", ("pyfw.farm", "pyfw.domain")),
     ("face", ("pyfw",)),
     ("futures", ("pyfw.futures",)),
+    ("ecosystem", ("pyfw.joblib",)),   # adapters over futures for other libraries
     ("tools", ("pyfw.launch", "pyfw.dashboard")),
     ("testbed", ("pyfw.testbed",)),
     ("apps", ("apps",)),
