@@ -50,10 +50,10 @@ def _available_workers() -> int:
     """Workers ``n_jobs=-1`` stands for."""
     from mpi4py import MPI
 
-    from .futures import _context
-    shared = _context.shared_pool()
-    if shared is not None:
-        return max(shared.num_workers, 1)
+    from .futures import launched_workers
+    launched = launched_workers()
+    if launched:
+        return launched
     env = os.environ.get("MPI4PY_FUTURES_MAX_WORKERS")
     if env is not None:
         return max(int(env), 1)
@@ -64,9 +64,9 @@ def _available_workers() -> int:
 def _executor(size: int):
     """The kept executor of ``size`` workers (a new one if the kept one differs)."""
     global _pool
-    from .futures import Executor, _context
+    from .futures import Executor, launched_workers
     with _lock:
-        if _context.shared_pool() is not None:
+        if launched_workers():
             size = 0   # launched ranks: one executor over all of them
         if _pool is not None and _pool[0] == size:
             return _pool[1]
@@ -129,8 +129,8 @@ class PyfwBackend(AutoBatchingMixin, ParallelBackendBase):
         available = _available_workers()
         if n_jobs < 0:
             return max(available + 1 + n_jobs, 1)
-        from .futures import _context
-        if _context.shared_pool() is not None:
+        from .futures import launched_workers
+        if launched_workers():
             return min(n_jobs, available)
         return n_jobs
 

@@ -11,7 +11,9 @@ Launch modes (as in mpi4py.futures):
 
 * ``pyfw-run -n N -- python -m pyfw.futures script.py [args]`` (also ``-m module``,
   ``-c code``): rank 0 runs the program; the other ranks serve every executor it creates.
-* plain ``python script.py``: one process; tasks run in a background thread of it.
+* plain ``python script.py`` or ``mpiexec -n 1 python script.py``: each executor spawns
+  its workers (``MPI_Comm_spawn``, ``max_workers`` as in mpi4py) and ends them at
+  ``shutdown`` or exit; ``Executor(in_process=True)`` runs tasks in this process instead.
 * SPMD: ``with MPICommExecutor(comm, root) as ex: if ex is not None: ...`` on every rank.
 
 Inside a task, :func:`get_comm_workers` gives the communicator over the pool's workers.
@@ -33,7 +35,15 @@ from .executor import Executor
 
 MPIPoolExecutor = Executor
 
+
+def launched_workers() -> int:
+    """Workers launched with this program (``python -m pyfw.futures``) that its executors
+    share; 0 when executors spawn their own."""
+    from . import _context
+    pool = _context.shared_pool()
+    return 0 if pool is None else pool.num_workers
+
 __all__ = ["Executor", "MPIPoolExecutor", "MPICommExecutor", "Future", "wait",
            "as_completed", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
            "BrokenExecutor", "CancelledError", "TimeoutError", "InvalidStateError",
-           "get_comm_workers"]
+           "get_comm_workers", "launched_workers"]
