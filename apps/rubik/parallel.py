@@ -223,7 +223,8 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     h = tables if tables is not None else Heuristic(heuristic, cache_dir, max_depth=max_depth,
                                                     memory="auto")
     t0 = time.perf_counter()
-    res = SolveResult(None, [], 0, heuristic=h.name)
+    res = SolveResult(None, [], 0, heuristic=h.name,
+                      table_memory=h.status.get("memory") or "shared mapping")
     res.subtrees = {}
     bound = h.h(cube)
     res.lower_bound = bound

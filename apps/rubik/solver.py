@@ -432,7 +432,7 @@ class Solver:
         limit = check_limit(max_length)
         t0 = time.perf_counter()
         res = SolveResult(None, [], 0, heuristic=self.heuristic.name,
-                          table_memory=self.heuristic.status.get("memory", "shared mapping"))
+                          table_memory=self.heuristic.status.get("memory") or "shared mapping")
         bound = self.heuristic.h(cube)
         res.lower_bound = bound
         # a symmetric position: only subtrees no symmetry makes equivalent to an earlier one
