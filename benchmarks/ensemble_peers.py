@@ -254,10 +254,13 @@ def run_arm(arm, sims, ranks, workdir, timeout):
         cmd = [sys.executable, me, "--child", arm, "--sims", spec, "--child-out", out,
                "--ranks", str(ranks)]
         env = launch.mpi_env(env, nprocs=ranks)
+        # libEnsemble writes its logs, stats and machinefiles where it starts: the work
+        # directory, with the checkout on the path for python -m apps.knee
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
     t0 = time.time()
     try:
-        p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=timeout)
+        p = subprocess.run(cmd, cwd=ROOT if arm in ("pyfw", "shell") else workdir, env=env,
+                           capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, {"error": f"timed out after {timeout} s"}
     makespan = time.time() - t0
