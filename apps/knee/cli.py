@@ -34,6 +34,7 @@ def _override(text: str):
         raise argparse.ArgumentTypeError(f"expected tissue.prop=value, got {text!r}") from None
 
 
+from .band import SENSITIVITY, sensitivity_band  # noqa: E402,F401 (public here too)
 from .tissues import T_ARTERIAL_KNEE  # noqa: E402
 
 
@@ -168,37 +169,6 @@ def main(argv=None, comm=None) -> int:
     except ConfigurationError as e:
         print(f"knee: error (rank {comm.rank}): {e}", file=sys.stderr, flush=True)
         return 2
-
-
-SENSITIVITY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sensitivity.json")
-
-
-def sensitivity_band(p, summ) -> dict | None:
-    """The drop of the default scenario with the band of the sensitivity study
-    (its low/high ends as fractions of its own drop, applied to this run's), or None for
-    another scenario or without the study's file."""
-    from .model import Params
-    if not os.path.exists(SENSITIVITY):
-        return None
-    ref = Params()
-    same = ("device", "sides", "thickness_mm", "length_mm", "bandage_mm", "pack",
-            "perfusion_lag", "perfusion_recovery", "pack_temp", "t_arterial", "ambient",
-            "h_air", "overrides", "arthroscopy_min", "tourniquet", "subcutis_mm",
-            "device_at_mm", "pouch_mm", "device_on_min", "device_off_min")
-    if any(getattr(p, k) != getattr(ref, k) for k in same):
-        return None
-    with open(SENSITIVITY) as fh:
-        study = json.load(fh)
-    point, drops = study["point"], {}
-    for m, (lo, hi) in study["band"].items():
-        got = summ["drop"].get(int(m), summ["drop"].get(m))
-        base = study["base"][m]
-        if got is None or base <= 0:
-            continue
-        d = got[point]
-        drops[m] = (d, d * lo / base, d * hi / base)
-    return {"point": point, "drops": drops, "study_grid": study["grid"],
-            "method": "one parameter at a time over its range, quadrature sum"}
 
 
 def params_of(args):

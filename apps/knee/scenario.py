@@ -187,7 +187,7 @@ def summary_document(run: KneeRun, comm) -> dict:
     tissue statistics reduce over ``comm``): ``params``, ``summary`` (+ ``uncertainty``
     for the default scenario), ``perf`` (this rank's timings), ``tissue_stats``,
     ``history``."""
-    from .cli import sensitivity_band   # the band the CLI reports (reads a package file)
+    from .band import sensitivity_band   # the band the CLI reports (reads a package file)
     summ = run.summary()
     band = sensitivity_band(run.p, summ)
     if band is not None:
