@@ -238,11 +238,3 @@ def test_test_bed_groups_stay_inside_a_node(bed, tmp_path):
     for rec in got["fixed"]:
         assert len(set(rec["hosts"])) == 1, rec        # B's pair or C's, never A's one + B
         assert rec["sum"] == 20 * rec["x"] + 1
-
-
-@pytest.mark.launch
-def test_test_bed_a_member_killed_mid_task_loses_nothing(bed, tmp_path):
-    got = _results(*_job(tmp_path, "kill", n=6, ft=True, bed=bed)[:2])
-    assert got["values"] == [x * x for x in range(10)]
-    assert got["after"] == [x * x for x in range(6)]
-    assert got["alive"] == 4
