@@ -13,6 +13,7 @@ duplication); a task lost ``max_attempts`` times is quarantined.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import pickle
@@ -38,6 +39,17 @@ __all__ = ["Engine"]
 IDLE_SLEEP_MIN = 1e-3
 IDLE_SLEEP_MAX = 1e-2
 
+# Dispatch looks only at the workers whose state may let them take a chunk now (issue 41:
+# a turn over every worker cost ~1 ms at 255 workers, once per result): those that replied,
+# those whose queued work has run down to the lead time (a timer), and all of them when
+# the rounds, the pipeline's depth factor or the worker set change, and at least this
+# often (s), in case a forecast round trip moved a lead time.
+FULL_SCAN_EVERY = 0.1
+# At the end of a round, idle workers are offered copies of the chunks likely to finish
+# last (rDLB); looking costs O(workers) or more, so it happens at most every this many
+# seconds per worker (every turn with a few workers, every 5 ms with 255).
+TAIL_CHECK_PER_WORKER = 2e-5
+
 
 class Engine(EngineCore):
     """Master side of the farm over ``comm`` (ranks other than ``master`` are workers)."""
@@ -56,6 +68,12 @@ class Engine(EngineCore):
         self.recovery = Recovery(self, self._send, max_attempts, task_timeout,
                                  comm.cancel_sends_to)
         self.groups = Groups(self, self._post, self._send_group)
+        self._recheck: set[int] = set()   # ranks to look at in the next dispatch
+        self._wake: list = []             # heap of (time, rank): lead time reached
+        self._scan_at = 0.0               # next full scan (0: the next dispatch)
+        self._tail_at = 0.0               # next look for tail copies
+        self._scan_key = None             # (active rounds, depth factor) at the last one
+        self._stats: list = []            # every schedulable worker's stats (AWF weights)
         for r in self.workers:
             self._post(P.ctrl("ping", time.perf_counter()), r)
 
@@ -66,6 +84,7 @@ class Engine(EngineCore):
         first = not self.rounds
         rnd = super().start_round(source, fn, star, total, policy, name, window, skip, ranks)
         policy.start(total, max(1, len(self.alive_workers())))
+        self._scan_at = 0.0
         if first:
             # task durations differ from round to round (IDA* iterations grow ~13x): measure
             # anew; relative worker speeds (the AWF weights) carry over
@@ -77,6 +96,7 @@ class Engine(EngineCore):
         """Drop pending tasks and stop running ones; with ``wait``, until workers are idle."""
         rnd.cancelled = True
         rnd.drop_pending()
+        self._scan_at = 0.0
         for w in self.alive_workers():
             if any(c.rnd is rnd for c in w.inflight):
                 self._post(P.ctrl("cancel", rnd.rid), w.rank)
@@ -161,6 +181,7 @@ class Engine(EngineCore):
     def _lost(self, ranks) -> None:
         """Workers died: a group with a dead member is dissolved (its task is lost with the
         member, and the survivors no longer hold it), then the recovery requeues."""
+        self._scan_at = 0.0
         for r in ranks:
             for chunk in self.groups.lost(r):
                 for m in chunk.group.group.members:
@@ -196,6 +217,7 @@ class Engine(EngineCore):
                 return
             # a node worker whose sub-master died serves the master directly from now on
             w = self.workers[src] = WorkerRecord(src)
+            self._scan_at = 0.0
         if kind == "hello":
             w.host, w.pid, setup_error = a["host"], a["pid"], a["setup_error"]
             w.hello = True
@@ -210,6 +232,7 @@ class Engine(EngineCore):
         reply = P.read_done(msg)
         cid, rid, ids, values, errors, stats, status = reply
         w = self.workers[src]
+        self._recheck.add(src)   # its queue changed: dispatch looks at it again
         now = time.perf_counter()
         group_chunk = self.chunks.get(cid)
         if group_chunk is not None and group_chunk.group is not None:
@@ -313,21 +336,31 @@ class Engine(EngineCore):
         sent = False
         now = time.perf_counter()
         groups = self.groups
-        if groups.groups or groups.reserved or any(r.wide for r in active):
+        grouped = bool(groups.groups or groups.reserved or any(r.wide for r in active))
+        if grouped:
             sent = groups.dispatch(active, now)
         pipeline = self.pipeline
-        workers = sorted((w for w in self.alive_workers() if not groups.busy(w)),
-                         key=lambda w: len(w.inflight))
         if not active:
-            if self.tail_duplication and any(not w.inflight for w in workers):
-                sent = self.recovery.duplicate_tail(workers, now)
+            if self.tail_duplication and now >= self._tail_at:
+                workers = [w for w in self.alive_workers() if not groups.busy(w)]
+                # a look at every worker's queue: with many workers, not at every turn
+                self._tail_at = now + TAIL_CHECK_PER_WORKER * len(workers)
+                if any(not w.inflight for w in workers):
+                    workers.sort(key=lambda w: len(w.inflight))
+                    sent = self.recovery.duplicate_tail(workers, now) or sent
             return sent
-        stats = [w.stats for w in workers]
-        for w in workers:
+        workers = self._candidates(active, now, grouped)
+        if not workers:
+            return sent
+        stats = self._stats
+        idle = sum(1 for w in workers if not w.inflight)   # idle workers are all candidates
+        recheck, wake = self._recheck, self._wake
+        for i, w in enumerate(workers):
             lead = pipeline.lead(w.rank)
             while True:
                 rnd = next((r for r in active if r.has_pending()), None)
                 if rnd is None:
+                    recheck.update(x.rank for x in workers[i:])   # not looked at yet
                     return sent
                 # a round's tasks may take much longer than the last round's (futures keep a
                 # submit round open beside each map): size its chunks by its own timings
@@ -337,20 +370,52 @@ class Engine(EngineCore):
                     mean = w.stats.mean_recent
                     chunk_time = None if mean is None else mean * len(w.inflight[-1].ids)
                     if n >= pipeline.depth(chunk_time, w.rank):
-                        break
-                    if here is None and any(not x.inflight for x in workers):
+                        break             # until it replies
+                    if here is None and idle:
+                        recheck.add(w.rank)
                         break  # unmeasured: a second chunk only once every worker has one
-                    if (mean is not None and not rnd.eager
-                            and self._outstanding(w, now) >= lead):
-                        break
+                    if mean is not None and not rnd.eager:
+                        left = self._outstanding(w, now) - lead
+                        if left >= 0:
+                            heapq.heappush(wake, (now + left, w.rank))
+                            break         # until its queued work runs down to the lead
                 k = rnd.policy.chunk(w.stats, max(1, rnd.remaining()), stats, task_time=here)
                 ids, items = rnd.take(max(1, int(k)))
                 if not ids:
+                    recheck.add(w.rank)
                     break
                 if self._send(w, rnd, ids, items, now) is None:
+                    recheck.add(w.rank)
                     break
+                if n == 0:
+                    idle -= 1
                 sent = True
         return sent
+
+    def _candidates(self, active, now: float, grouped: bool) -> list[WorkerRecord]:
+        """The workers dispatch looks at in this turn, fewest chunks in flight first: every
+        live one not held by a group on a full scan (see FULL_SCAN_EVERY), else those that
+        replied, were left over, or whose lead time has come."""
+        key = (tuple(r.rid for r in active), self.pipeline.factor)
+        groups = self.groups
+        if grouped or now >= self._scan_at or key != self._scan_key:
+            workers = [w for w in self.alive_workers() if not groups.busy(w)]
+            self._stats = [w.stats for w in workers]
+            self._recheck.clear()
+            self._wake.clear()
+            self._scan_at, self._scan_key = now + FULL_SCAN_EVERY, key
+        else:
+            ranks, wake = self._recheck, self._wake
+            while wake and wake[0][0] <= now:
+                ranks.add(heapq.heappop(wake)[1])
+            if not ranks:
+                return []
+            self._recheck = set()
+            get = self.workers.get
+            workers = [w for w in map(get, ranks)
+                       if w is not None and w.alive and not groups.busy(w)]
+        workers.sort(key=lambda w: len(w.inflight))
+        return workers
 
     def _pack(self, cid, rnd: RoundState, ids, items, group=None) -> bytes:
         """The WORK message of a chunk (TaskSerializationError naming what cannot pickle)."""

@@ -34,9 +34,16 @@ __all__ = ["WorkerStats", "make_policy", "POLICIES", "Pipeline"]
 
 _UNSET = object()   # task_time not given: use the worker's own recent mean
 
+#: a pipeline's round-trip forecasters take about this many samples per second in all
+BANK_UPDATES_PER_S = 1000.0   # unchanged sampling up to 10 workers
+
 
 class WorkerStats:
     """What the master knows about one worker's speed (updated from every chunk's stats)."""
+
+    #: bumped by every :meth:`record` of any worker: AWF weights computed over a list of
+    #: workers stay valid while it is unchanged (see :func:`_weights`)
+    epoch = 0
 
     __slots__ = ("rank", "tasks", "chunks", "busy", "idle", "sum_t", "sum_t2",
                  "awf_num", "awf_den", "awf_k", "mean_recent")
@@ -61,6 +68,7 @@ class WorkerStats:
         self.sum_t += sum_t
         self.sum_t2 += sum_t2
         # AWF: chunk k weighs k, so the estimate follows a worker whose speed changes
+        WorkerStats.epoch += 1
         self.awf_k += 1
         self.awf_num += self.awf_k * busy
         self.awf_den += self.awf_k * n
@@ -98,12 +106,29 @@ class WorkerStats:
 
 def _weights(me: WorkerStats, workers: list[WorkerStats]) -> float:
     """AWF weight of ``me``: P * (1/pi_me) / sum_q (1/pi_q); 1 until everyone is measured."""
-    times = [w.awf_time for w in workers]
     mine = me.awf_time
-    if mine is None or any(t is None for t in times):
+    if mine is None:
         return 1.0
-    inv = sum(1.0 / t for t in times)
+    inv = _inverse_sum(workers)
+    if inv is None:
+        return 1.0
     return len(workers) * (1.0 / mine) / inv
+
+
+_INV_CACHE: list = [None, -1, 0, None]   # workers list, WorkerStats.epoch, its length, sum
+
+
+def _inverse_sum(workers: list[WorkerStats]) -> float | None:
+    """sum_q 1/pi_q over ``workers`` (None while one is unmeasured). Cached for the same
+    list while no worker recorded a chunk: the master sizes many chunks between two
+    replies, and the sum is O(workers)."""
+    cache = _INV_CACHE
+    if cache[0] is workers and cache[1] == WorkerStats.epoch and cache[2] == len(workers):
+        return cache[3]
+    times = [w.awf_time for w in workers]
+    inv = None if any(t is None for t in times) else sum(1.0 / t for t in times)
+    cache[:] = [workers, WorkerStats.epoch, len(workers), inv]
+    return inv
 
 
 class Policy:
@@ -320,7 +345,10 @@ class Pipeline:
             return
         low, since = self._window_min.get(rank, (math.inf, now))
         low = min(low, sample)
-        if now - since < self.sample_every and rank in self.link_rtt:
+        # a bank update costs tens of us: with hundreds of workers, sample each link less
+        # often so that all of them together stay near BANK_UPDATES_PER_S
+        every = max(self.sample_every, len(self._banks) / BANK_UPDATES_PER_S)
+        if now - since < every and rank in self.link_rtt:
             self._window_min[rank] = (low, since)
             return
         bank = self._banks.get(rank)
