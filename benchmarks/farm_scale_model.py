@@ -25,11 +25,26 @@ costs measured here, checked against every configuration this machine can run.
    the crossover, and the ratio at 1,024 workers.
 
 Writes ``benchmarks/results/farm_scale_model.json`` and ``.png``.
+
+5. **Fitted to the scale benchmark** (``--scale farm_scale.json [...]``, issue 41): from the
+   per-role CPU seconds per task that ``benchmarks/farm_scale.py`` measured at 16-256 ranks,
+   each role's cost is fitted per task duration as ``c(P) = a + b P`` (P ranks sharing the
+   cores: a rank woken from a sleep finds its caches cold, more so the more ranks there
+   are). A map of N tasks of ``tau`` on P ranks then runs at
+   ``rate = min((P - 1) / tau_eff, cores / sum_roles c(P), 1 / c_master(P))``
+   (``tau_eff``: what ``time.sleep(tau)`` really lasts here while P - 1 plain processes
+   sleep alike on the same cores, measured by this script), makespan
+   ``N / rate + tau_eff``; checked against every run (measured / predicted). For a cluster
+   (one rank per core: no shared cores, no cold caches from oversubscription) the costs at
+   two ranks per core, ``c(cores)``, give the 1,024-worker figure, and ``c(16)`` (the
+   least oversubscribed run) its pessimistic end: the error band. Writes
+   ``farm_scale_fit.json``.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -239,13 +254,173 @@ def plot(d):
     plt.close(fig)
 
 
+# ----------------------------------------------------------------------------- scale fit
+ROLES = ("master", "submasters", "workers")
+
+
+def sleep_overshoot(tau: float, procs: int = 1, seconds: float = 1.0) -> float:
+    """How long a task of ``time.sleep(tau)`` lasts here while ``procs`` plain processes
+    (no MPI, no pyfw) sleep the same way on the shared cores: the median over them of their
+    own loop time per sleep (wake-ups wait for a core), the floor a farm's sleep task has."""
+    import subprocess
+    n = max(3, int(seconds / tau))
+    code = (f"import sys, time\nsys.stdin.read(1)\nt0 = time.perf_counter()\n"
+            f"for _ in range({n}): time.sleep({tau!r})\n"
+            f"print((time.perf_counter() - t0) / {n})\n")
+    kids = [subprocess.Popen([sys.executable, "-S", "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True) for _ in range(procs)]
+    time.sleep(min(10.0, 0.5 + 0.02 * procs))     # every interpreter up and waiting
+    for k in kids:
+        k.stdin.write("x")
+        k.stdin.flush()
+    return statistics.median(float(k.communicate()[0]) for k in kids)
+
+
+def _family(mode: str) -> str:
+    return "flat" if mode == "flat" else "node"
+
+
+def scale_runs(paths) -> list[dict]:
+    """Every map of the scale benchmark's results files, flattened."""
+    rows = []
+    for path in paths:
+        with open(path) as fh:
+            d = json.load(fh)
+        for r in d["results"]:
+            for ph in r["phases"]:
+                p, k = r["ranks"], int(r["mode"][4:] or 0) if r["mode"] != "flat" else 0
+                routed = ph["tasks"] * (p - k) / (p - 1) if k else 0
+                rows.append({"ranks": p, "mode": r["mode"], "family": _family(r["mode"]),
+                             "task_s": ph["task_s"], "tasks": ph["tasks"], "wall_s": ph["wall_s"],
+                             "ideal_s": ph["ideal_s"],
+                             "c": {k: v / ph["tasks"] for k, v in ph["cpu_s"].items()},
+                             "c_sub_routed": ph["cpu_s"]["submasters"] / routed if routed
+                             else 0.0})
+    return rows
+
+
+def fit_scale(rows) -> dict:
+    """Per (family, task duration, role): ``c(P) = a + b P`` by least squares over the
+    sizes run (one size: b = 0)."""
+    import numpy as np
+    fits = {}
+    keys = sorted({(r["family"], r["task_s"]) for r in rows})
+    for fam, tau in keys:
+        sel = [r for r in rows if r["family"] == fam and r["task_s"] == tau]
+        ps = np.array([r["ranks"] for r in sel], dtype=float)
+        for role in ROLES:
+            cs = np.array([r["c"][role] for r in sel])
+            if len(set(ps)) > 1:
+                b, a = np.polyfit(ps, cs, 1)
+            else:
+                a, b = float(cs.mean()), 0.0
+            fits[f"{fam}/{tau:g}/{role}"] = {"a_s": float(a), "b_s": float(b)}
+    return fits
+
+
+def cost(fits, fam, tau, role, ranks) -> float:
+    f = fits[f"{fam}/{tau:g}/{role}"]
+    return max(0.0, f["a_s"] + f["b_s"] * ranks)
+
+
+def predict_scale(fits, fam, tau, ranks, tasks, cores, tau_eff) -> dict:
+    """Makespan of ``tasks`` sleep tasks of ``tau`` on ``ranks`` ranks of one box."""
+    c = {role: cost(fits, fam, tau, role, ranks) for role in ROLES}
+    limits = {"workers": (ranks - 1) / tau_eff,
+              "cores": cores / max(sum(c.values()), 1e-12),
+              "master": 1.0 / max(c["master"], 1e-12)}
+    bound = min(limits, key=limits.get)
+    rate = limits[bound]
+    return {"rate": rate, "bound": bound, "makespan_s": tasks / rate + tau_eff, "c": c}
+
+
+def cluster_figure(run_flat, run_node, tau_eff, workers, per_node) -> dict:
+    """Flat and two-level tasks/s for ``workers`` (``per_node`` a node) on a cluster, from
+    the per-role CPU per task one size measured here (``run_flat``, ``run_node``: rows of
+    :func:`scale_runs`). Flat: the master serves every task, ``1 / c_master``. Two-level:
+    the master's cost per task in node mode (measured with direct workers beside the
+    sub-masters: pessimistic), and each sub-master, on a core of its own, routes at most
+    ``1 / c_sub`` tasks/s (``c_sub``: its CPU per task it routes); the master's own node is
+    served directly."""
+    flat = min(workers / tau_eff, 1.0 / run_flat["c"]["master"])
+    nodes = workers // per_node
+    c_sub, c_top = run_node["c_sub_routed"], run_node["c"]["master"]
+    two = min(workers / tau_eff, 1.0 / c_top if c_top > 0 else math.inf,
+              (nodes - 1) / c_sub + (per_node - 1) / tau_eff if c_sub > 0 else math.inf)
+    return {"ranks_measured": run_flat["ranks"], "node_mode": run_node["mode"],
+            "flat_tasks_per_s": flat, "two_level_tasks_per_s": two, "ratio": two / flat,
+            "c_master_flat_us": 1e6 * run_flat["c"]["master"],
+            "c_master_node_us": 1e6 * c_top, "c_sub_routed_us": 1e6 * c_sub}
+
+
+def scale_main(paths, cores) -> dict:
+    rows = scale_runs(paths)
+    fits = fit_scale(rows)
+    taus = sorted({r["task_s"] for r in rows})
+    eff = {tau: sleep_overshoot(tau) for tau in taus}          # one sleeper: a cluster
+    floor = {(tau, p): sleep_overshoot(tau, p - 1) for tau in taus
+             for p in sorted({r["ranks"] for r in rows})}      # P - 1 sleepers on this box
+    checks = []
+    for r in rows:
+        p = predict_scale(fits, r["family"], r["task_s"], r["ranks"], r["tasks"], cores,
+                          floor[r["task_s"], r["ranks"]])
+        checks.append({"ranks": r["ranks"], "mode": r["mode"], "task_s": r["task_s"],
+                       "measured_s": r["wall_s"], "predicted_s": p["makespan_s"],
+                       "measured_over_predicted": r["wall_s"] / p["makespan_s"],
+                       "bound": p["bound"]})
+    cluster = {}
+    for tau in taus:
+        figures = []
+        for ranks in sorted({r["ranks"] for r in rows}):
+            here = [r for r in rows if r["task_s"] == tau and r["ranks"] == ranks]
+            flat = [r for r in here if r["family"] == "flat"]
+            node = sorted((r for r in here if r["family"] == "node"),
+                          key=lambda r: -int(r["mode"][4:] or 0))   # largest blocks
+            if flat and node:
+                figures.append(cluster_figure(flat[0], node[0], eff[tau], 1024, PER_NODE))
+        if figures:
+            ratios = [f["ratio"] for f in figures]
+            cluster[f"{tau:g}"] = {"ratio_min": min(ratios), "ratio_max": max(ratios),
+                                   "by_size": figures}
+    return {"fits": fits, "tau_eff_s": {f"{t:g}": v for t, v in eff.items()},
+            "tau_eff_shared_s": {f"{t:g}@{p}": v for (t, p), v in floor.items()},
+            "checks": checks, "cluster_1024": cluster, "sources": list(paths)}
+
+
+def print_scale(d) -> None:
+    print("| ranks | mode | task | measured s | predicted s | measured/predicted | bound |")
+    print("|---|---|---|---|---|---|---|")
+    for c in d["checks"]:
+        print(f"| {c['ranks']} | {c['mode']} | {c['task_s'] * 1e3:g} ms | {c['measured_s']:.2f} "
+              f"| {c['predicted_s']:.2f} | {c['measured_over_predicted']:.2f} | {c['bound']} |")
+    print("\n| task | costs measured at | c_master flat us | c_master node us | c_sub per routed "
+          "task us | flat tasks/s | two-level tasks/s | two-level / flat |")
+    print("|---|---|---|---|---|---|---|---|")
+    for tau, v in d["cluster_1024"].items():
+        for f in v["by_size"]:
+            print(f"| {float(tau) * 1e3:g} ms | {f['ranks_measured']} ranks ({f['node_mode']}) | "
+                  f"{f['c_master_flat_us']:.1f} | {f['c_master_node_us']:.1f} | "
+                  f"{f['c_sub_routed_us']:.1f} | {f['flat_tasks_per_s']:,.0f} | "
+                  f"{f['two_level_tasks_per_s']:,.0f} | {f['ratio']:.1f} |")
+        print(f"1,024 workers, {float(tau) * 1e3:g} ms tasks: two-level/flat "
+              f"{v['ratio_min']:.1f}x .. {v['ratio_max']:.1f}x")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-ranks", type=int, default=16)
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--scale", nargs="+", metavar="JSON",
+                    help="fit the model to farm_scale.py results instead (issue 41)")
     add_output_options(ap, PUBLISHED)
     a = ap.parse_args(argv)
+    if a.scale:
+        from pyfw.monitor.results import write_json
+        d = scale_main(a.scale, os.cpu_count() or 1)
+        print_scale(d)
+        write_json(output_dir(a), "farm_scale_fit.json", d)
+        return 0
     if a.child:
         out, kind, tasks, chunk, hierarchy = a.child
         child(out, kind, int(tasks), int(chunk), hierarchy)

@@ -1,0 +1,116 @@
+"""The farm at scale on one box (issue 41): a 64-rank flat farm and a 64-rank two-level farm
+(blocks of 16 ranks as nodes: 3 sub-masters of 15 workers, 15 direct workers) return every
+result exactly once; ``import pyfw`` loads none of the heavy modules a farm does not need.
+
+The job is this file run under ``pyfw-run``: ``python test_farm_scale.py OUT``. The rank
+count is ``$PYFW_TEST_SCALE_RANKS`` (64), the block size ``$PYFW_TEST_SCALE_NODE`` (16).
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RANKS = int(os.environ.get("PYFW_TEST_SCALE_RANKS", "64"))
+NODE = int(os.environ.get("PYFW_TEST_SCALE_NODE", "16"))
+TASKS_PER_WORKER = 20
+
+
+def test_import_pyfw_loads_no_heavy_module():
+    # start-up at 256 ranks is the sum of every rank's import CPU over two cores: numpy,
+    # h5py, the monitor's probes and dataclasses (the dashboard's snapshots) cost ~0.15 s
+    # per rank and a farm needs none of them
+    code = ("import mpi4py; mpi4py.rc.initialize = False\n"
+            "import sys, pyfw\n"
+            "from pyfw import Farm\n"
+            "print(sorted(m for m in ('numpy', 'h5py', 'numba', 'pyfw.monitor.probes', "
+            "'pyfw.monitor.online', 'pyfw.snapshots', 'pyfw.dashboard', 'pyfw.linkemu') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_lazy_monitor_names_are_the_real_ones():
+    import pyfw.monitor as monitor
+    from pyfw.monitor.forecast import ForecasterBank
+    from pyfw.monitor.profile import Profiler
+    assert monitor.ForecasterBank is ForecasterBank and monitor.Profiler is Profiler
+    assert callable(monitor.profile) and not isinstance(monitor.profile, type(monitor))
+    with pytest.raises(AttributeError):
+        monitor.no_such_name
+
+
+def _square(x):
+    time.sleep(0.002)
+    from mpi4py import MPI
+    return x * x, MPI.COMM_WORLD.Get_rank()
+
+
+def _run_farm(world, mode: str) -> dict:
+    from pyfw import Farm
+    with Farm(world, hierarchy=mode) as farm:
+        if not farm.is_master:
+            return {}
+        n = TASKS_PER_WORKER * (farm.size - 1)
+        t0 = time.perf_counter()
+        got = list(farm.map(_square, range(n), unordered=True))
+        ordered = [v for v, _ in farm.map(_square, range(n // 4))]
+        wall = time.perf_counter() - t0
+        st = farm.stats()
+    return {"hierarchy": farm.hierarchy, "n": n, "indices": sorted(i for i, _ in got),
+            "values_ok": all(v == i * i for i, (v, _) in got),
+            "ranks": sorted({r for _, (_, r) in got}), "ordered_ok": ordered == [
+                i * i for i in range(n // 4)], "tasks": st["tasks"],
+            "executions": st["executions"],
+            "rows": sorted(w["rank"] for w in st["workers"]),
+            "submasters": sorted(w["rank"] for w in st["workers"]
+                                 if w.get("role") == "submaster"), "wall_s": wall}
+
+
+def job(out: str) -> None:
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    result = {"flat": _run_farm(world, "flat")}
+    os.environ["PYFW_FARM_NODE_SIZE"] = str(NODE)   # every rank alike, before the layout
+    result["node"] = _run_farm(world, "node")
+    if world.Get_rank() == 0:
+        with open(out, "w") as fh:
+            json.dump(result, fh)
+
+
+@pytest.mark.launch
+@pytest.mark.slow
+def test_flat_and_node_farm_at_64_ranks_every_result_once(tmp_path):
+    from pyfw import launch
+    out = tmp_path / "scale.json"
+    t0 = time.monotonic()
+    res = launch.run(RANKS, [sys.executable, os.path.abspath(__file__), str(out)],
+                     timeout=600, capture=True, cwd=ROOT,
+                     env=dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, ROOT])))
+    took = time.monotonic() - t0
+    assert not res.timed_out, (res.stdout or "") + (res.stderr or "")
+    assert out.exists(), f"no results (exit {res.returncode}):\n{res.stderr}"
+    got = json.loads(out.read_text())
+    workers = list(range(1, RANKS))
+    for mode in ("flat", "node"):
+        g = got[mode]
+        n = g["n"]
+        assert g["hierarchy"] == mode
+        assert g["indices"] == list(range(n)), f"{mode}: a result missing or twice"
+        assert g["values_ok"] and g["ordered_ok"]
+        assert g["tasks"] == n + n // 4 <= g["executions"]
+        assert g["rows"] == workers        # the master's statistics list every worker once
+        assert set(g["ranks"]) <= set(workers)
+    assert got["flat"]["submasters"] == []
+    assert got["node"]["submasters"] == list(range(NODE, RANKS, NODE))
+    print(f"{RANKS} ranks: job {took:.1f} s, flat {got['flat']['wall_s']:.2f} s, "
+          f"node {got['node']['wall_s']:.2f} s")
+
+
+if __name__ == "__main__":
+    job(sys.argv[1])
