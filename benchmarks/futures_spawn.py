@@ -16,9 +16,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 
-from pyfw.monitor.results import add_output_options, output_dir, write_json  # noqa: E402
+from pyfw.monitor.results import add_output_options, output_dir, write_json
 
 PROGRAM = r'''
 import json, sys, time

@@ -25,9 +25,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 
-from pyfw.monitor.results import add_output_options, output_dir, write_json  # noqa: E402
+from pyfw.monitor.results import add_output_options, output_dir, write_json
 
 #: published figures of other optimal solvers, on other CPUs (docs/rubik.md, issue 40)
 PUBLISHED = [
