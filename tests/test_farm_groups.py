@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+from testbed_util import bed_up
 
 from pyfw import Farm, TaskError, launch
 from pyfw.farm.core import EngineCore, WorkerRecord
@@ -212,23 +213,12 @@ def test_futures_submit_and_map_take_ranks(tmp_path):
 
 
 # ---------------------------------------------------------------- the test bed
-PREFIX = os.environ.get("PYFW_TEST_TESTBED_PREFIX", "pfw") + "gr"
 
 
 @pytest.fixture(scope="module")
 def bed():
     """Nodes A, B, C with two ranks each: the master and one worker on A."""
-    from pyfw.testbed import TestBed
-    from pyfw.testbed.netns import refuse_reason
-    reason = refuse_reason()
-    if reason:
-        print(f"test bed unavailable: {reason}")
-        pytest.skip(reason)
-    tb = TestBed(PREFIX)
-    try:
-        yield tb.up(nodes=3, slots=2)
-    finally:
-        tb.down()
+    yield from bed_up("gr", nodes=3, slots=2)
 
 
 @pytest.mark.launch

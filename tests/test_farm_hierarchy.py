@@ -17,6 +17,7 @@ import socket
 import sys
 
 import pytest
+from testbed_util import bed_up
 from mpi4py import MPI
 
 from pyfw import Farm, launch
@@ -227,24 +228,12 @@ def test_an_exit_in_a_task_or_setup_is_the_rank_leaving(tmp_path, mode, rank, ki
 
 
 # ---------------------------------------------------------------- the test bed
-#: the test bed's prefix here (the suite's test beds start with $PYFW_TEST_TESTBED_PREFIX)
-PREFIX = os.environ.get("PYFW_TEST_TESTBED_PREFIX", "pfw") + "hr"
 
 
 @pytest.fixture(scope="module")
 def bed():
     """Nodes A and B with three ranks each: the node split is COMM_TYPE_SHARED's."""
-    from pyfw.testbed import TestBed
-    from pyfw.testbed.netns import refuse_reason
-    reason = refuse_reason()
-    if reason:
-        print(f"test bed unavailable: {reason}")
-        pytest.skip(reason)
-    tb = TestBed(PREFIX)
-    try:
-        yield tb.up(nodes=2, slots=3)
-    finally:
-        tb.down()
+    yield from bed_up("hr", nodes=2, slots=3)
 
 
 @pytest.mark.launch

@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from testbed_util import bed_up
 
 from pyfw import launch
 
@@ -23,8 +24,6 @@ ROOT = os.path.dirname(HERE)
 JOB = os.path.join(HERE, "worker_death_job.py")
 TIMEOUT = 60       # a hang is caught long before it; a good job ends in a few seconds
 PROMPT = 30        # "at once": well before the timeout even on a loaded machine
-#: the test bed's prefix here (the suite's test beds start with $PYFW_TEST_TESTBED_PREFIX)
-PREFIX = os.environ.get("PYFW_TEST_TESTBED_PREFIX", "pfw") + "wd"
 
 #: kind -> what stderr says of rank 2 (the guard's line, or Open MPI's for a signal)
 LEAVES = {
@@ -95,17 +94,7 @@ def test_without_ft_a_dying_worker_ends_the_job_at_once_saying_how(tmp_path, kin
 @pytest.fixture(scope="module")
 def bed():
     """Nodes A and B with two ranks each: rank 2, the one that dies, is B's first."""
-    from pyfw.testbed import TestBed
-    from pyfw.testbed.netns import refuse_reason
-    reason = refuse_reason()
-    if reason:
-        print(f"test bed unavailable: {reason}")
-        pytest.skip(reason)
-    tb = TestBed(PREFIX)
-    try:
-        yield tb.up(nodes=2, slots=2)
-    finally:
-        tb.down()
+    yield from bed_up("wd", nodes=2, slots=2)
 
 
 def _bed_job(tmp_path, info, kind, ft):
