@@ -18,7 +18,7 @@ from mpi4py import MPI
 from ..farm import Farm
 from . import _context
 from ._context import WORKER_RUN_NAME
-from ._pool import Pool
+from ._pool import Pool, close_own_pools
 
 
 def _usage(error=None) -> int:
@@ -96,6 +96,9 @@ def _serve_program(farm, argv) -> int:
         if code not in (None, 0):
             raise
     finally:
+        # executors with a farm of their own over some of these workers (max_workers)
+        # finish first: their workers are a task of the shared farm until then
+        close_own_pools()
         _context.set_shared_pool(None)
         pool.close(wait=True)   # waits for every executor's work, as mpi4py does
     return status

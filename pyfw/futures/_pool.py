@@ -166,21 +166,23 @@ class Pool:
             self.changed.notify_all()
 
 
-#: pools that spawned their workers: closed (waiting for their work) when the interpreter
-#: exits, before MPI is finalized, so that no worker outlives its parent
+#: pools that start their own workers (spawned, or a group of the launched ones): closed
+#: (waiting for their work) when the interpreter exits, before MPI is finalized, so that no
+#: worker outlives its parent
 _at_exit: set = set()
 
 
-def _close_at_exit() -> None:
+def close_own_pools() -> None:
+    """Close every pool that started its own workers, waiting for the work queued there."""
     for pool in list(_at_exit):
         pool.close(wait=True)
 
 
 if hasattr(threading, "_register_atexit"):   # runs before atexit's MPI_Finalize
-    threading._register_atexit(_close_at_exit)
+    threading._register_atexit(close_own_pools)
 else:  # pragma: no cover
     import atexit
-    atexit.register(_close_at_exit)
+    atexit.register(close_own_pools)
 
 
 class SubmitJob:

@@ -18,6 +18,7 @@ from . import _context
 from ._context import WORKER_RUN_NAME
 from ._pool import MapJob, Pool, SubmitJob
 from ._spawn import SpawnedFarm, max_workers_default, use_pkl5_option
+from ._subset import SubsetFarm
 from ._remote import MapCall, Setup, user_exception
 from ._results import results
 
@@ -32,6 +33,16 @@ _WORKER_OPTIONS = ("path", "wdir", "env", "globals")
 _FARM_OPTIONS = ("task_timeout", "max_attempts", "retries", "pipeline_depth", "max_depth",
                  "setup", "setup_args", "progress", "summary", "journal", "dashboard",
                  "hierarchy")
+
+
+def _submit_shared(fn, *args, ranks=None):
+    """Put one task on the launched workers' shared farm (the group of a
+    :class:`SubsetFarm`); its future."""
+    helper = Executor()
+    try:
+        return helper.submit(fn, *args, ranks=ranks)
+    finally:
+        helper.shutdown(wait=False)
 
 
 def _validate(max_workers, initializer, policy, options) -> None:
@@ -95,35 +106,75 @@ class Executor(cf.Executor):
         self._maps: list = []
         self._bootlock = threading.Lock()
         self._spmd_farm = None
+        self._spmd_left_out = False   # SPMD: a rank that max_workers leaves out of the farm
+        self._spmd_comm = None        # SPMD: the sub-communicator that max_workers made
         shared = _context.shared_pool()
+        # max_workers below the launched workers: this executor gets a farm over that many
+        self._subset = (shared is not None and not _context.serving
+                        and self._max_workers_asked is not None
+                        and self._max_workers_asked < shared.num_workers)
         if shared is None and not _context.serving and comm is not None:
+            comm, root = self._spmd_members(comm, root)
+            if comm is None:
+                self._spmd_left_out = True
+                return
             farm = Farm(comm, master=root, **self._farm_options)
             if farm.size > 1:
                 self._spmd_farm = farm
             else:
                 self._pool = Pool(farm, own=True)
-        elif self._farm_options and shared is not None:
+        elif self._farm_options and shared is not None and not self._subset:
             warnings.warn(f"Executor options {sorted(self._farm_options)} concern the whole "
                           f"farm; under `python -m pyfw.futures` they are ignored",
                           RuntimeWarning, stacklevel=2)
 
+    def _spmd_members(self, comm, root):
+        """SPMD with ``max_workers`` below the other ranks of ``comm`` (collective): the
+        farm is ``root`` and the first ``max_workers`` other ranks, as (sub-communicator,
+        root in it); (None, None) on a rank left out. Otherwise ``(comm, root)``."""
+        from ..comm import mpi_of
+        mpi = mpi_of(comm)
+        size, rank = mpi.Get_size(), mpi.Get_rank()
+        k = self._max_workers_asked
+        if k is None or k >= size - 1:
+            return comm, root
+        members = sorted([root] + [r for r in range(size) if r != root][:k])
+        sub = mpi.Split(0 if rank in members else MPI.UNDEFINED, rank)
+        if sub == MPI.COMM_NULL:
+            return None, None
+        self._spmd_comm = sub
+        return sub, members.index(root)
+
     # ---------------------------------------------------------------- lifetime
     def __enter__(self):
+        if self._spmd_left_out:
+            return None                   # max_workers left this rank out: nothing to serve
         farm = self._spmd_farm
         if farm is not None:
             workers = _context.split_workers(farm)
             with _context.serving_on(not farm.is_master), _context.comm_workers_on(workers):
                 farm.__enter__()          # workers serve here until the master is done
             if not farm.is_master:
+                self._free_spmd_comm()
                 return None
             self._pool = Pool(farm, own=True)
         return self
 
     def __exit__(self, exc_type, exc, tb):
         farm = self._spmd_farm
+        if self._spmd_left_out:
+            return False
         if farm is None or farm.is_master:
             self.shutdown(wait=True)
         return False
+
+    def _free_spmd_comm(self) -> None:
+        comm, self._spmd_comm = self._spmd_comm, None
+        if comm is not None:
+            try:
+                comm.Free()
+            except MPI.Exception:   # a member died under ULFM
+                pass
 
     def bootup(self, wait: bool = True):
         """Start the executor's resources now rather than at the first submission."""
@@ -207,6 +258,8 @@ class Executor(cf.Executor):
             pool.wait_for([self._job] + self._maps)
         if wait:
             self._pool = None   # as mpi4py: a shut-down executor holds no resources
+            if self._spmd_farm is not None:
+                self._free_spmd_comm()
 
     # ---------------------------------------------------------------- internals
     def _bootstrap(self, check: bool = False) -> Pool:
@@ -218,10 +271,18 @@ class Executor(cf.Executor):
                 raise RuntimeError("an Executor over several ranks (comm=...) works inside "
                                    "`with` on every rank: `with Executor(comm=comm) as ex: "
                                    "if ex is not None: ...`")
+            if self._spmd_left_out:
+                raise RuntimeError("max_workers left this rank out of the executor's "
+                                   "workers: use the executor where `with` gave one")
             if pool is None:
                 pool = _context.shared_pool()
                 if pool is not None:   # classes pickled on workers name the main module so
                     sys.modules.setdefault(WORKER_RUN_NAME, sys.modules["__main__"])
+                if pool is not None:
+                    if self._subset:   # its own farm over max_workers of the shared workers
+                        pool = Pool(None, own=True, start=functools.partial(
+                            SubsetFarm, self._max_workers_asked, _submit_shared,
+                            self._farm_options))
                 elif self._in_process or _context.serving:
                     # asked for, or a task on a worker made an executor: no spawning there
                     pool = Pool(Farm(MPI.COMM_SELF, **self._farm_options), own=True)

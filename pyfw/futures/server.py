@@ -22,7 +22,7 @@ from mpi4py import MPI
 from . import _context
 from ._context import WORKER_RUN_NAME
 
-__all__ = ["main"]
+__all__ = ["main", "serve_parent"]
 
 
 def _import_main(mod_name, mod_path, init_globals) -> None:
@@ -121,10 +121,23 @@ class _Failed:
         raise self.exc
 
 
-def main() -> int:
-    """Serve the parent's executor; returns the exit status."""
+def serve_parent(parent, sync: dict, setup=None) -> None:
+    """Merge the intercommunicator ``parent`` (its one remote process, the program, becomes
+    rank 0) and serve the program's farm until it closes; then free and disconnect."""
     from ..farm import Farm
     from ._spawn import release
+    merged = parent.Merge(high=True)
+    farm = Farm(merged, master=0, setup=setup, **sync.get("farm", {}))
+    workers = _context.split_workers(farm)
+    try:
+        with _context.serving_on(), _context.comm_workers_on(workers):
+            farm.__enter__()
+    finally:
+        release(farm.comm.mpi, merged, parent)
+
+
+def main() -> int:
+    """Serve the parent's executor; returns the exit status."""
     parent = MPI.Comm.Get_parent()
     if parent == MPI.COMM_NULL:
         print("pyfw.futures.server is started by a pyfw.futures executor (MPI_Comm_spawn), "
@@ -137,15 +150,10 @@ def main() -> int:
         _apply(sync)
     except BaseException as exc:   # the farm still forms; its first round fails with this
         setup = _Failed(exc)
-    merged = parent.Merge(high=True)
-    farm = Farm(merged, master=0, setup=setup, **sync.get("farm", {}))
-    workers = _context.split_workers(farm)
     try:
-        with _context.serving_on(), _context.comm_workers_on(workers):
-            farm.__enter__()
+        serve_parent(parent, sync, setup)
     finally:
         stopping.set()
-        release(farm.comm.mpi, merged, parent)
     return 0
 
 
