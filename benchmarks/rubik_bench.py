@@ -16,6 +16,12 @@ Sections (each figure: median of repeats with min-max):
   random    random cubes (Cube.random(seed), seeds 0..N-1) solved optimally on pyfw.farm with
             2 workers (mpiexec -n 3: the whole 2-core machine), default heuristic; time
             includes nothing but the solve (tables loaded, JIT warm)
+  compare   (only with --compare-with DIR) the serial kernel of another checkout of the
+            code (DIR: e.g. ``git worktree add /tmp/rubik-before HEAD`` before a change)
+            against this one, side by side: launches alternate between the two, each
+            loads its tables into a private copy, warms up, then times the T16 proof and
+            Cube.random(seed) solves (--compare-seeds) per heuristic (--compare-heuristics;
+            the random cubes with nx only); nodes, seconds, CPU seconds, nodes/s
 Writes benchmarks/results/rubik_bench.json and rubik_*.png.
 """
 import argparse
@@ -36,8 +42,6 @@ PUBLISHED = os.path.join(HERE, "results")
 RESULTS = os.path.join(PUBLISHED, "local")
 
 T16 = "R2 U' F' D2 R F2 R' D2 B' R2 F D2 R U' F' U'"
-
-from pyfw.apps.rubik.solver import DEFAULT_HEURISTIC
 
 
 def stats(xs):
@@ -194,6 +198,87 @@ def bench_parallel(repeats, heuristic, splits=SPLITS, longer=LONGER, rounds=2):
     return out
 
 
+#: random cubes of the compare section: their serial nx solves take 0.7-7 s each
+COMPARE_SEEDS = (1, 2, 11, 16, 19)
+
+
+def kernel_run(root, heuristic, seeds):
+    """Run in a child process: the serial solves of the compare section with the code of
+    checkout ``root``; prints one RESULT line."""
+    sys.path.insert(0, root)
+    import apps.rubik as rubik
+    if not os.path.abspath(rubik.__file__).startswith(os.path.abspath(root) + os.sep):
+        raise RuntimeError(f"imported {rubik.__file__}, not the code of {root}")
+    from apps.rubik import Cube, Heuristic, Solver
+    t = time.perf_counter()
+    s = Solver(tables=Heuristic(heuristic, progress=False, memory="private",
+                                cached_only=True))
+    load = time.perf_counter() - t
+    s.solve("R U")   # warm-up (numba cache, page-in)
+    cases = [("T16", T16, 15)] + [(f"random{k}", Cube.random(k), None) for k in seeds]
+    out = {"load_s": load, "root": root, "cases": {}}
+    for name, cube, limit in cases:
+        t, c = time.perf_counter(), time.process_time()
+        r = s.solve(cube, max_length=limit)
+        out["cases"][name] = {"seconds": time.perf_counter() - t,
+                              "cpu_s": time.process_time() - c, "generated": r.generated,
+                              "length": r.length, "lower_bound": r.lower_bound,
+                              "nodes_per_s": r.nodes_per_second}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def bench_compare(before, heuristics, seeds, repeats):
+    """The serial search of checkout ``before`` against this one's (see the module
+    docstring): per heuristic, ``repeats`` pairs of launches, the order alternating."""
+    trees = {"before": os.path.abspath(before), "after": ROOT}
+    out = {"before": trees["before"], "note": "serial solves, tables in a private copy, "
+           "launches alternating before/after; seconds and nodes/s are medians over the "
+           "launches, ratio = after / before (nodes/s: > 1 is faster); nodes per CPU "
+           "second is the steadier figure on a shared machine"}
+    for h in heuristics:
+        runs = {"before": [], "after": []}
+        for k in range(repeats):
+            for which in (("before", "after") if k % 2 == 0 else ("after", "before")):
+                cmd = [sys.executable, os.path.abspath(__file__), "--kernel-run",
+                       trees[which], "--heuristic", h, "--compare-seeds",
+                       ",".join(map(str, seeds if h == "nx" else ()))]
+                p = subprocess.run(cmd, capture_output=True, text=True, cwd="/",
+                                   timeout=1800)
+                line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+                if not line:
+                    raise RuntimeError(p.stdout[-2000:] + p.stderr[-2000:])
+                runs[which].append(json.loads(line[0][7:]))
+        res = {"runs": runs, "cases": {}}
+        for case in runs["before"][0]["cases"]:
+            row = {}
+            for which in ("before", "after"):
+                cs = [r["cases"][case] for r in runs[which]]
+                row[which] = {"seconds": stats([c["seconds"] for c in cs]),
+                              "cpu_s": stats([c["cpu_s"] for c in cs]),
+                              "nodes_per_s": stats([c["nodes_per_s"] for c in cs]),
+                              "nodes_per_cpu_s": stats([c["generated"] / c["cpu_s"]
+                                                        for c in cs]),
+                              "generated": cs[0]["generated"], "length": cs[0]["length"],
+                              "lower_bound": cs[0]["lower_bound"]}
+            b, a = row["before"], row["after"]
+            row["same_nodes"] = b["generated"] == a["generated"]
+            row["seconds_ratio"] = a["seconds"]["median"] / b["seconds"]["median"]
+            row["nodes_per_s_ratio"] = a["nodes_per_s"]["median"] / b["nodes_per_s"]["median"]
+            row["nodes_per_cpu_s_ratio"] = (a["nodes_per_cpu_s"]["median"]
+                                            / b["nodes_per_cpu_s"]["median"])
+            res["cases"][case] = row
+            print(f"compare {h} {case}: {b['generated']:,} -> {a['generated']:,} nodes, "
+                  f"{b['seconds']['median']:.2f} -> {a['seconds']['median']:.2f} s, "
+                  f"{b['nodes_per_s']['median'] / 1e6:.2f} -> "
+                  f"{a['nodes_per_s']['median'] / 1e6:.2f} M nodes/s "
+                  f"(x{row['nodes_per_s_ratio']:.3f}), per CPU second "
+                  f"{b['nodes_per_cpu_s']['median'] / 1e6:.2f} -> "
+                  f"{a['nodes_per_cpu_s']['median'] / 1e6:.2f} M "
+                  f"(x{row['nodes_per_cpu_s_ratio']:.3f})", flush=True)
+        out[h] = res
+    return out
+
+
 def lpt(sizes, workers):
     import heapq
     loads = [0] * workers
@@ -319,8 +404,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip", default="")
-    ap.add_argument("--heuristic", default=DEFAULT_HEURISTIC,
-                    help="heuristic of the parallel, subtree and random sections")
+    ap.add_argument("--heuristic", default=None,
+                    help="heuristic of the parallel, subtree and random sections (default: "
+                         "the solver's default)")
     ap.add_argument("--random", type=int, default=9, help="number of random cubes")
     ap.add_argument("--random-limit", type=int, default=20,
                     help="prove no solution <= this many moves (or solve); 20 = full solves")
@@ -330,6 +416,14 @@ def main():
     ap.add_argument("--mpi-random", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--splits", default="2,3,adaptive", help=argparse.SUPPRESS)
     ap.add_argument("--no-longer", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--compare-with", metavar="DIR",
+                    help="the compare section: another checkout's serial search against "
+                         "this one's (e.g. a git worktree of the code before a change)")
+    ap.add_argument("--compare-heuristics", default="nx,phase1",
+                    help="heuristics of the compare section (their tables must be cached)")
+    ap.add_argument("--compare-seeds", default=",".join(map(str, COMPARE_SEEDS)),
+                    help="Cube.random seeds of the compare section (nx only)")
+    ap.add_argument("--kernel-run", help=argparse.SUPPRESS)
     add_output_options(ap, PUBLISHED)
     args = ap.parse_args()
     if args.mpi_proof:
@@ -338,6 +432,12 @@ def main():
                          {} if args.no_longer else LONGER)
     if args.mpi_random:
         return mpi_random(args.heuristic, range(args.mpi_random), args.random_limit)
+    seeds = [int(x) for x in args.compare_seeds.split(",") if x]
+    if args.kernel_run:
+        return kernel_run(args.kernel_run, args.heuristic, seeds)
+    # not at the top: a --kernel-run child imports the rubik code of the checkout it times
+    from pyfw.apps.rubik.solver import DEFAULT_HEURISTIC
+    args.heuristic = args.heuristic or DEFAULT_HEURISTIC
     global RESULTS
     RESULTS = output_dir(args)
     skip = set(args.skip.split(","))
@@ -354,9 +454,12 @@ def main():
                                                       longer={}, rounds=1)),
              ("subtrees", lambda: bench_subtrees(args.heuristic)),
              ("random", lambda: bench_random(args.random, args.heuristic, args.random_limit,
-                                             args.random_timeout))]
+                                             args.random_timeout)),
+             ("compare", lambda: bench_compare(args.compare_with,
+                                               args.compare_heuristics.split(","), seeds,
+                                               args.repeats))]
     for name, fn in steps:
-        if name in skip:
+        if name in skip or (name == "compare" and not args.compare_with):
             continue
         res[name] = fn()
         with open(path, "w") as f:

@@ -155,8 +155,12 @@ def heuristic(name, cached=False):
     default heuristic nx at NX_TRUNCATED_DEPTH: the same code path (BFS, 2-bit packing,
     lookups, fallback, kernel) on a machine without the 2.47 GB table, so the default's
     tests never skip. ``cached``: the real table only (tests of its contents: skipped where
-    it is not cached). The huge table has no truncated form: skipped where not cached."""
+    it is not cached). The huge table has no truncated form: skipped where not cached.
+    ``"korf"`` is the independent oracle of tests/rubik_korf.py, truncated alike."""
     key = (name, cached)
+    if name == "korf" and key not in _HEUR:    # the test oracle (tests/rubik_korf.py)
+        from rubik_korf import KorfHeuristic
+        _HEUR[key] = KorfHeuristic(max_depth=TRUNCATED_DEPTH)
     if key not in _HEUR:
         from apps.rubik.solver import Heuristic
         try:

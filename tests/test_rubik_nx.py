@@ -12,7 +12,7 @@ import pytest
 import test_rubik_naive as naive
 from apps.rubik import Cube, Solver, nx, reid
 from apps.rubik import coords as C
-from apps.rubik.korf import unpack4
+from apps.rubik.packing import unpack4
 from apps.rubik.phase1_rows import INV_H_COL, phase1_row, target_moves
 from apps.rubik.symmetry import UD_SYM_INV, UD_SYMS, axis_cube, conjugate
 
@@ -106,7 +106,7 @@ def test_kernel_rows_look_up_what_the_reference_looks_up_directly_and_on_the_inv
     cubes = _random_cubes(12, 2)
     tables = _sparse_nx_tables(cubes, 3)
     for c in cubes:
-        row, h = phase1_row(tables, None, c, [], inverse=True)
+        row, h = phase1_row(tables, c, [], inverse=True)
         for a in range(3):
             assert row[10 + a] == tables.bounds(c, a)[1]
             assert row[INV_H_COL + a] == tables.bounds(c.inverse(), a)[0]
@@ -121,7 +121,7 @@ def test_kernel_rows_follow_moves_to_the_same_lookups():
     prefixes = [[rng.randrange(18) for _ in range(rng.randrange(1, 6))] for _ in starts]
     tables = _sparse_nx_tables([c.apply(p) for c, p in zip(starts, prefixes)], 6)
     for c, p in zip(starts, prefixes):
-        row, h = phase1_row(tables, None, c, p, inverse=True)
+        row, h = phase1_row(tables, c, p, inverse=True)
         moved = c.apply(p)
         for a in range(3):
             assert row[10 + a] == tables.bounds(moved, a)[1]

@@ -7,7 +7,7 @@ from apps.rubik import Cube, Heuristic, Solver
 from apps.rubik.parallel import prefixes_at, solve_parallel
 from pyfw.farm import Farm
 
-DEPTH = 5          # truncated Korf tables, built in memory on every rank (fast)
+DEPTH = 5          # truncated phase-1 tables, built in memory on every rank (fast)
 
 
 def test_prefixes_at_depth_two_are_the_243_subtrees():
@@ -21,7 +21,7 @@ def _on_master(check):
     with Farm(MPI.COMM_WORLD) as farm:
         if farm.is_master:
             try:
-                h = Heuristic("korf", progress=False, max_depth=DEPTH)
+                h = Heuristic("phase1", progress=False, max_depth=DEPTH)
                 check(farm, h, Solver(tables=h))
             except AssertionError as e:
                 ok, msg = False, str(e) or repr(e)
@@ -40,13 +40,13 @@ def test_parallel_equals_serial_in_solve_prove_and_all_modes():
             # local_nodes=0: every round goes to the workers; default: small rounds
             # stay on the master
             for local in (0, 20000):
-                p = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
+                p = solve_parallel(cube, farm, "phase1", split=split, max_depth=DEPTH,
                                    tables=h, local_nodes=local)
                 assert p.length == s.length and cube.apply(p.solution).is_solved
                 # complete iterations (below the optimum) count the same nodes
                 assert [(i.bound, i.generated, i.expanded) for i in p.iterations[:-1]] == \
                     [(i.bound, i.generated, i.expanded) for i in s.iterations[:-1]]
-                pp = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
+                pp = solve_parallel(cube, farm, "phase1", split=split, max_depth=DEPTH,
                                     tables=h, max_length=s.length - 1, local_nodes=local)
                 assert pp.solution is None and pp.lower_bound == s.length
                 assert pp.generated == sum(i.generated for i in s.iterations[:-1])
@@ -55,7 +55,7 @@ def test_parallel_equals_serial_in_solve_prove_and_all_modes():
                 assert any(i.local for i in p.iterations) == (local > 0)
         cube = Cube.from_moves("R U2 F' L")
         sa = serial.solve(cube, all_solutions=True)
-        pa = solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h,
+        pa = solve_parallel(cube, farm, "phase1", max_depth=DEPTH, tables=h,
                             all_solutions=True, local_nodes=0)
         assert sorted(pa.solutions) == sorted(sa.solutions)
         assert pa.iterations[-1].generated == sa.iterations[-1].generated
@@ -72,16 +72,16 @@ def test_serial_order_reaches_the_serial_search_s_solution():
             cube = Cube.from_moves(scramble)
             s = serial.solve(cube)
             for split in (2, "adaptive"):
-                p = solve_parallel(cube, farm, "korf", split=split, max_depth=DEPTH,
+                p = solve_parallel(cube, farm, "phase1", split=split, max_depth=DEPTH,
                                    tables=h, local_nodes=0)
                 assert p.length == s.length and cube.apply(p.solution).is_solved
                 if farm.num_workers == 1:
                     assert p.solution == s.solution, (p.solution, s.solution)
-            q = solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h,
+            q = solve_parallel(cube, farm, "phase1", max_depth=DEPTH, tables=h,
                                order="largest", local_nodes=0)
             assert q.length == s.length
         with pytest.raises(ValueError, match="order"):
-            solve_parallel(cube, farm, "korf", max_depth=DEPTH, tables=h, order="x")
+            solve_parallel(cube, farm, "phase1", max_depth=DEPTH, tables=h, order="x")
     _on_master(check)
 
 

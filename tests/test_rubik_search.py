@@ -1,5 +1,6 @@
 """apps.rubik IDA*: node counting, resumable slices, optimality against certified
-distances, admissibility, all-solutions, prove mode, cancellation, CLI."""
+distances, admissibility, all-solutions, prove mode, cancellation, CLI. Korf's solver
+(tests/rubik_korf.py) is the independent oracle, and is checked the same way."""
 import copy
 import io
 import json
@@ -8,9 +9,10 @@ import random
 import numpy as np
 import pytest
 
+import rubik_korf
 import test_rubik_naive as naive
-from apps.rubik import Cube, InvalidCubeError, Solver
-from apps.rubik import huge, korf, nx, reid
+from apps.rubik import HEURISTICS, Cube, InvalidCubeError, Solver
+from apps.rubik import huge, nx, reid
 from apps.rubik.coords import flip_coord, slice_coord, sslice_coord, twist_coord
 from apps.rubik.inverse import inverse_coords
 from apps.rubik.cli import main
@@ -18,7 +20,12 @@ from apps.rubik.pruning import count_canonical
 from apps.rubik.search import DONE, FOUND, PAUSED, SubtreeSearch
 from apps.rubik.symmetry import axis_cube
 
-NAMES = ("phase1", "korf", "phase1+corners", "huge", "nx")
+#: the solver's heuristics and the oracle
+NAMES = ("phase1", "huge", "nx", "korf")
+
+
+def test_the_solver_offers_phase1_huge_and_nx_only():
+    assert sorted(HEURISTICS) == ["huge", "nx", "phase1"]
 
 
 def _scrambles(n, lo, hi, seed):
@@ -49,14 +56,11 @@ def certified():
 def test_with_a_zero_heuristic_the_kernels_generate_exactly_the_canonical_tree():
     counts = count_canonical(4)
     cube = Cube.from_moves("R U F")
-    zero_k = korf.KorfTables(np.zeros(korf.N_CORNER // 2, np.uint8),
-                             np.zeros(korf.N_EDGE6 // 2, np.uint8),
-                             np.zeros(korf.N_EDGE6 // 2, np.uint8))
     zero_r = reid.ReidTables(np.zeros(reid.N_ENTRIES // 2 + 1, np.uint8))
     zero_h = huge.HugeTables(np.zeros(huge.N_ENTRIES // 2, np.uint8))  # untouched pages: no RAM
     zero_n = nx.NxTables(np.zeros(nx.N_ENTRIES // 4 + 2, np.uint8), zero_r)   # base 0
-    for tables in (zero_k, zero_r, zero_h, zero_n):
-        s = SubtreeSearch(tables, cube, [], 4)
+    searches = [SubtreeSearch(t, cube, [], 4) for t in (zero_r, zero_h, zero_n)]
+    for s in searches + [rubik_korf.KorfSearch(rubik_korf.zero_tables(), cube, [], 4)]:
         sols = []
         while True:
             st = s.step(1000)
@@ -112,7 +116,7 @@ def _reference_ida(h, cube, bound):
 
     def in_target(c, a):      # nx values are lower bounds: its target adds the corner layers
         return h.tables.parts(c)[a] == 0 and (
-            h.tables.name != "nx" or nx.sep_coord(axis_cube(c, a)) == nx.SEP_SOLVED)
+            not h.tables.separation or nx.sep_coord(axis_cube(c, a)) == nx.SEP_SOLVED)
     in_h = [{m for m in range(18) if in_target(Cube.from_moves([m]), a)} for a in range(3)]
 
     def visit(c, g, last):
@@ -401,8 +405,10 @@ def test_cli_json_and_text(monkeypatch):
     out = io.StringIO()
     f = Cube.from_moves("D2 B").facelets()
     assert main(["--facelets", f, "--prove-depth", "1", "--table-depth", "5", "--serial",
-                 "--heuristic", "korf"], out=out) == 0
+                 "--heuristic", "phase1"], out=out) == 0
     assert "no solution with at most 1 moves (proven)" in out.getvalue()
+    with pytest.raises(SystemExit):         # Korf's tables are a test oracle only
+        main(["--scramble", "R U", "--heuristic", "korf"], out=io.StringIO())
     bad = Cube.from_moves("R").facelets()
     bad = bad[:8] + bad[9] + bad[8] + bad[10:]            # swap two stickers of a corner
     assert main(["--facelets", bad, "--serial"], out=io.StringIO()) == 2

@@ -98,7 +98,7 @@ def test_every_optimal_solution_has_a_conjugate_whose_prefixes_are_all_kept(symm
                        for c in (_conjugate_canonical(sol, t) for t in conjugators)), sol
 
 
-@pytest.mark.parametrize("name", ["phase1", "korf"])
+@pytest.mark.parametrize("name", ["phase1", "korf"])       # korf: the test oracle
 def test_pruned_search_finds_the_distance_and_generates_fewer_nodes(name, symmetric_certified):
     solver = Solver(tables=naive.heuristic(name))
     for seq, cube, d in symmetric_certified:

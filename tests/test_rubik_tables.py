@@ -6,9 +6,11 @@ import random
 import numpy as np
 import pytest
 
+import rubik_korf as korf
 import test_rubik_naive as naive
 from apps.rubik import coords as C
-from apps.rubik import huge, korf, reid
+from apps.rubik import huge, reid
+from apps.rubik.packing import _pack4, unpack4
 from apps.rubik.cache import load_or_build
 from apps.rubik.cube import MOVE_CUBES, Cube
 from apps.rubik.symmetry import UD_SYMS, axis_cube, conjugate
@@ -39,28 +41,29 @@ def test_coordinate_round_trips():
         C._sslice_unrank(r, e)
         assert sorted(e) == list(range(12)) and C._sslice_rank(e) == r
     p = np.empty(6, np.int64)
-    for r in range(0, C.N_E6, 97):
-        C._e6_unrank(r, p)
-        assert len(set(p.tolist())) == 6 and C._e6_rank(p) == r
+    for r in range(0, korf.N_E6, 97):                       # the Korf oracle's edges
+        korf._e6_unrank(r, p)
+        assert len(set(p.tolist())) == 6 and korf._e6_rank(p) == r
     assert C.cp_coord(Cube.solved()) == 0 and C.slice_coord(Cube.solved()) == C.SLICE_SOLVED
     assert C.sslice_coord(Cube.solved()) == C.SSLICE_SOLVED
 
 
 def test_move_tables_agree_with_cubie_moves():
     t = C.move_tables()
+    k = korf.move_tables()                                  # the Korf oracle's
     for seed in range(5):
         c = Cube.random(seed)
         for m in range(18):
             d = c * MOVE_CUBES[m]
-            assert t["cp"][C.cp_coord(c), m] == C.cp_coord(d)
+            assert k["cp"][C.cp_coord(c), m] == C.cp_coord(d)
             assert t["twist"][C.twist_coord(c), m] == C.twist_coord(d)
             assert t["flip"][C.flip_coord(c), m] == C.flip_coord(d)
             assert t["slice"][C.slice_coord(c), m] == C.slice_coord(d)
             assert t["sslice"][C.sslice_coord(c), m] == C.sslice_coord(d)
-            for edges in (C.EDGES_A, C.EDGES_B):
-                r, f = C.e6_coord(c, edges)
-                r2, f2 = C.e6_coord(d, edges)
-                assert t["e6"][r, m] == r2 and f ^ t["e6x"][r, m] == f2
+            for edges in (korf.EDGES_A, korf.EDGES_B):
+                r, f = korf.e6_coord(c, edges)
+                r2, f2 = korf.e6_coord(d, edges)
+                assert k["e6"][r, m] == r2 and f ^ k["e6x"][r, m] == f2
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +85,9 @@ def test_korf_tables_truncated_bfs_matches_brute_force_and_known_histograms(naiv
     for build, hist, index in (
             (korf.build_corners, CORNER_HIST, lambda c: C.cp_coord(c) * 2187 + C.twist_coord(c)),
             (lambda **k: korf.build_edges("A", **k), EDGE_A_HIST,
-             lambda c: (lambda rf: rf[0] * 64 + rf[1])(C.e6_coord(c, C.EDGES_A))),
+             lambda c: (lambda rf: rf[0] * 64 + rf[1])(korf.e6_coord(c, korf.EDGES_A))),
             (lambda **k: korf.build_edges("B", **k), EDGE_B_HIST,
-             lambda c: (lambda rf: rf[0] * 64 + rf[1])(C.e6_coord(c, C.EDGES_B)))):
+             lambda c: (lambda rf: rf[0] * 64 + rf[1])(korf.e6_coord(c, korf.EDGES_B)))):
         tab, h = build(max_depth=6)
         assert h == hist[:7]
         assert np.bincount(tab, minlength=8).tolist()[:7] == hist[:7]
@@ -93,8 +96,8 @@ def test_korf_tables_truncated_bfs_matches_brute_force_and_known_histograms(naiv
         for k, d in first.items():
             assert tab[k] == d
         assert np.bincount(list(first.values())).tolist() == hist[:4]
-        packed = korf._pack4(tab)
-        assert np.array_equal(korf.unpack4(packed, tab.size), tab)
+        packed = _pack4(tab)
+        assert np.array_equal(unpack4(packed, tab.size), tab)
 
 
 def test_flipslice_symmetry_classes():
@@ -193,7 +196,7 @@ def _assert_symmetric_lookups(tables, c):
 
 def test_phase1_lookup_is_invariant_under_the_16_symmetries(phase1_truncated):
     tab, _ = phase1_truncated
-    tables = reid.ReidTables(korf._pack4(tab))
+    tables = reid.ReidTables(_pack4(tab))
     rng = random.Random(5)
     for seed in range(6):
         _assert_symmetric_lookups(
@@ -321,7 +324,7 @@ def _huge_lookup(table, codes):
     s1 = w1 & 15
     v = t["cls2"][w1 >> 4, t["fperm"][s1, f] ^ t["sxor"][s]].astype(np.int64)
     idx = (v >> 4) * 2187 + t["tconj"][w, t["symmul"][v & 15, s1]]
-    return korf.unpack4(table[idx >> 1], idx.size * 2).reshape(-1, 2)[np.arange(idx.size), idx & 1]
+    return unpack4(table[idx >> 1], idx.size * 2).reshape(-1, 2)[np.arange(idx.size), idx & 1]
 
 
 def test_huge_table_matches_a_raw_unreduced_bfs():

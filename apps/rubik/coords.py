@@ -10,7 +10,6 @@ twist              3^7 = 2,187          base-3 digits of co[0..6]
 flip               2^11 = 2,048         base-2 digits of eo[0..10]
 slice              C(12,4) = 495        the positions of the 4 UD-slice edges
 sorted slice       12P4 = 11,880        where each UD-slice edge (FR FL BL BR) is
-edges6 (ranked)    12P6 = 665,280       ordered positions of 6 tracked edges
 =================  ==================  ========================================
 
 The tables ``T[coord, move]`` give the coordinate after the move. They are built by
@@ -21,10 +20,8 @@ from numba import njit
 
 from .cube import MOVE_CUBES, N_MOVES
 
-N_CP, N_TWIST, N_FLIP, N_SLICE, N_E6 = 40320, 2187, 2048, 495, 665280
+N_CP, N_TWIST, N_FLIP, N_SLICE = 40320, 2187, 2048, 495
 N_SSLICE = 11880
-EDGES_A = (0, 1, 2, 3, 4, 5)      # UR UF UL UB DR DF
-EDGES_B = (6, 7, 8, 9, 10, 11)    # DL DB FR FL BL BR
 
 
 def move_arrays():
@@ -169,17 +166,6 @@ def _positions_rank(pos):
 
 
 @njit(cache=True)
-def _e6_rank(pos):
-    """Rank of 6 distinct ordered positions in 0..11 (mixed radix 12*11*..*7)."""
-    return _positions_rank(pos)
-
-
-@njit(cache=True)
-def _e6_unrank(r, pos):
-    _partial_perm_unrank(r, 12, 6, pos)
-
-
-@njit(cache=True)
 def _sslice_rank(ep):
     """Rank of the ordered positions of edges 8, 9, 10, 11 (mixed radix 12*11*10*9)."""
     pos = np.empty(4, np.int64)
@@ -254,31 +240,6 @@ def _move_table(kind, n, mperm, mori, mod, dtype_probe):
     return t
 
 
-@njit(cache=True)
-def _e6_tables(mep, meo):
-    """Position-rank table and flip-xor table of 6 tracked edges (shared by any 6 edges:
-    a piece at position p goes to dest[p] and gains the flip meo[dest[p]])."""
-    t = np.empty((N_E6, N_MOVES), np.int32)
-    x = np.empty((N_E6, N_MOVES), np.uint8)
-    dest = np.empty((N_MOVES, 12), np.int64)
-    for m in range(N_MOVES):
-        for i in range(12):
-            dest[m, mep[m, i]] = i
-    pos = np.empty(6, np.int64)
-    npos = np.empty(6, np.int64)
-    for r in range(N_E6):
-        _e6_unrank(r, pos)
-        for m in range(N_MOVES):
-            f = 0
-            for k in range(6):
-                d = dest[m, pos[k]]
-                npos[k] = d
-                f |= meo[m, d] << k
-            t[r, m] = _e6_rank(npos)
-            x[r, m] = f
-    return t, x
-
-
 # ---------------------------------------------------------------- Python-level helpers
 def cp_coord(c):
     """Corner-permutation coordinate of cube ``c`` (0 .. 8! - 1)."""
@@ -305,39 +266,17 @@ def sslice_coord(c):
     return int(_sslice_rank(c.ep.astype(np.int64)))
 
 
-def e6_coord(c, edges):
-    """(position rank, 6 flip bits) of the given 6 edges."""
-    ep = c.ep.tolist()
-    pos = np.array([ep.index(e) for e in edges], np.int64)
-    flips = sum(int(c.eo[p]) << k for k, p in enumerate(pos))
-    return int(_e6_rank(pos)), flips
-
-
 CP_SOLVED = 0
 TWIST_SOLVED = 0
 FLIP_SOLVED = 0
 SLICE_SOLVED = int(_slice_rank(np.arange(12, dtype=np.int64)))
 SSLICE_SOLVED = int(_sslice_rank(np.arange(12, dtype=np.int64)))
-E6A_SOLVED = int(_e6_rank(np.array(EDGES_A, np.int64)))
-E6B_SOLVED = int(_e6_rank(np.array(EDGES_B, np.int64)))
 
-class _MoveTables(dict):
-    """The move tables; Korf's 6-edge ones (``e6``, ``e6x``: 0.6 s, only for the korf
-    tables) are built on first use, not at every start-up."""
-
-    def __missing__(self, key):
-        if key not in ("e6", "e6x"):
-            raise KeyError(key)
-        mcp, mco, mep, meo = move_arrays()
-        self["e6"], self["e6x"] = _e6_tables(mep, meo)
-        return self[key]
-
-
-_TABLES = _MoveTables()
+_TABLES = {}
 
 
 def move_tables():
-    """Dict of the coordinate move tables (built once per process, ~70 MB, ~1 s)."""
+    """Dict of the coordinate move tables (built once, then read from the derived cache)."""
     if not _TABLES:
         from .derived import cached_arrays
         _TABLES.update(cached_arrays("move-tables", _build_move_tables))
@@ -346,9 +285,8 @@ def move_tables():
 
 def _build_move_tables():
     mcp, mco, mep, meo = move_arrays()
-    i32, i16 = np.zeros(1, np.int32), np.zeros(1, np.int16)
-    return {"cp": _move_table(CP, N_CP, mcp, mco, 1, i32),
-            "twist": _move_table(TWIST, N_TWIST, mcp, mco, 3, i16),
+    i16 = np.zeros(1, np.int16)
+    return {"twist": _move_table(TWIST, N_TWIST, mcp, mco, 3, i16),
             "flip": _move_table(FLIP, N_FLIP, mep, meo, 2, i16),
             "slice": _move_table(SLICE, N_SLICE, mep, meo, 1, i16),
             "sslice": _move_table(SSLICE, N_SSLICE, mep, meo, 1, i16)}

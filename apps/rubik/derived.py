@@ -15,7 +15,7 @@ import numpy as np
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: the modules whose code the derived tables depend on
-SOURCES = ("cube.py", "coords.py", "symmetry.py", "korf.py", "reid.py", "derived.py")
+SOURCES = ("cube.py", "coords.py", "symmetry.py", "packing.py", "reid.py", "derived.py")
 
 
 def _key():

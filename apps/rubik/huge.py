@@ -33,7 +33,7 @@ from .cache import Progress, load_or_build
 from .coords import (N_FLIP, N_SSLICE, N_TWIST, SSLICE_SOLVED, _flip_rank, _flip_unrank,
                      _sslice_rank, _sslice_unrank, flip_coord, move_tables, sslice_coord,
                      twist_coord)
-from .korf import UNSET, _nib
+from .packing import UNSET, _nib
 from .reid import (ThreeAxisTables, _conj_edges, _edge_scratch, _sym_arrays, _sym_mul,
                    _twist_conj)
 from .symmetry import UD_SYM_INV, axis_cube

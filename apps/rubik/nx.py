@@ -36,7 +36,7 @@ from numba import njit, prange
 from .cache import Progress, load_or_build
 from .coords import N_TWIST, SLICE_SOLVED, flip_coord, move_tables, slice_coord, twist_coord
 from .cube import MOVE_CUBES
-from .korf import _nib
+from .packing import _nib
 from .pruning import BRANCHING
 from .reid import N_CLASSES, ReidTables, ThreeAxisTables, _sym_arrays, sym_tables
 from .symmetry import UD_SYM_INV, axis_cube
@@ -350,6 +350,7 @@ class NxTables(ThreeAxisTables):
     interface of :class:`~.reid.ReidTables`, plus ``sepm``/``sepconj``/``base``)."""
 
     name = "nx"
+    separation = True
     slice_move = "slice"
     slice_solved = SLICE_SOLVED
     slice_coord = staticmethod(slice_coord)

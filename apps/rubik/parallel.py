@@ -207,7 +207,7 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     round goes subtree by subtree so that the first farm round has sizes to split by.
     ``order``: ``"serial"`` (depth-first, as one process searches) or ``"largest"`` (the
     previous iteration's largest subtrees first); see the module docstring.
-    ``steal`` (serial order, phase-1 tables, not with ``all_solutions``): a piece still
+    ``steal`` (serial order, not with ``all_solutions``): a piece still
     running after ``yield_after`` seconds hands its remainder back, which goes ahead of
     every later piece, so idle workers take part of the running subtrees instead of waiting
     or running ahead; its rounds send one piece per message and make no tail copies.
@@ -231,7 +231,7 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     if bound == 0 or cube.is_solved:
         res.solution, res.solutions, res.lower_bound = [], [[]], 0
         return res
-    steal = steal and order == "serial" and h.name != "korf" and not all_solutions
+    steal = steal and order == "serial" and not all_solutions
     rounds = _round_settings(farm, policy, chunksize, tail_duplication, order)
     symmetry = SymmetryFilter(cube) if symmetry and not all_solutions else None
     res.symmetries = symmetry.order if symmetry else 1

@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from .inverse import _coords, _step
-from .korf import _nib
+from .packing import _nib
 from .nx import N_SEP, UNKNOWN_UPPER, _nx_value
 from .pruning import _allowed
 from .status import DONE, FOUND, PAUSED, _descend
@@ -58,22 +58,22 @@ def _replay_solved(rcp, rco, rep, reo, mv, sp, m, mcp, mco, mep, meo):
     return True
 
 
-# Row layout of a phase-1 node: flip, slice, twist of axis 0, 1, 2 (columns 0..8), the
-# corner permutation (9, only kept with the corner table), then upper bounds of the
-# node's axis values and corner value (10..13), then two words per axis frame from which
-# the inverse position's coordinates follow (14..19, see :mod:`.inverse`), then the
-# inverse position's values on the three axes (20..22; -1: not looked up), and with the nx
-# table the corners' separation on the three axes (23..25). Every table here holds a
+# Row layout of a phase-1 node: flip, slice, twist of axis 0, 1, 2 (columns 0..8), then
+# upper bounds of the node's axis values (9..11), then two words per axis frame from which
+# the inverse position's coordinates follow (12..17, see :mod:`.inverse`), then the
+# inverse position's values on the three axes (18..20; -1: not looked up), and with the nx
+# table the corners' separation on the three axes (21..23). Every table here holds a
 # distance in a quotient graph, and one move changes a distance by at most one: a child's
 # distance is at most its parent's upper bound + 1, and a lookup that cannot change the
 # outcome is skipped. The 4-bit tables hold exact distances (lower = upper bound); the nx
 # table's 2-bit codes give a lower bound (what prunes) and an upper one (see
 # :func:`_value`). Rows are int64 (the words need 63 bits).
-REID_COLS = 23
-INV_COL = 14
-INV_H_COL = 20
-SEP_COL = 23
-NX_COLS = 26
+UP_COL = 9
+INV_COL = 12
+INV_H_COL = 18
+SEP_COL = 21
+REID_COLS = 21
+NX_COLS = 24
 UNKNOWN_H = UNKNOWN_UPPER   # bound of a value never looked up (the subtree root)
 
 
@@ -133,7 +133,7 @@ def _inverse_sep(cw, sep_of_mask):
 
 
 @njit(cache=True)
-def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc, node, path,
+def _search_reid(flipm, slicem, slice_solved, twm, amc, ct, tab, node, path,
                  kids, kidm, nk, ki, box, g0, last0, bound, budget, stats,
                  rcp, rco, rep, reo, mcp, mco, mep, meo,
                  use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep,
@@ -235,10 +235,9 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                     status = FOUND
                     break
             else:
-                u0 = min(node[L, 10] + 1, UNKNOWN_H)
-                u1 = min(node[L, 11] + 1, UNKNOWN_H)
-                u2 = min(node[L, 12] + 1, UNKNOWN_H)
-                uc = min(node[L, 13] + 1, UNKNOWN_H)
+                u0 = min(node[L, UP_COL] + 1, UNKNOWN_H)
+                u1 = min(node[L, UP_COL + 1] + 1, UNKNOWN_H)
+                u2 = min(node[L, UP_COL + 2] + 1, UNKNOWN_H)
                 db = u0 >= rem and u1 >= rem and u2 >= rem
                 o0, o1, o2 = 0, 1, 2                # axes by decreasing bound
                 if _pick(o1, u0, u1, u2) > _pick(o0, u0, u1, u2):
@@ -264,10 +263,9 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                     tmp[j, c + 1] = sl
                     tmp[j, c + 2] = tw
                     tmp[j, SEP_COL + o0] = sp
-                    tmp[j, 10] = u0
-                    tmp[j, 11] = u1
-                    tmp[j, 12] = u2
-                    tmp[j, 13] = uc
+                    tmp[j, UP_COL] = u0
+                    tmp[j, UP_COL + 1] = u1
+                    tmp[j, UP_COL + 2] = u2
                     alive[j] = True
                     if need:
                         wb[j, 0] = _index(fl, sl, tw, sp, ct, nx, sepconj)
@@ -275,11 +273,11 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                     probes += n
                     for j in range(n):
                         h, up = _value(tab, wb[j, 0], nx_base, fallback)
-                        tmp[j, 10 + o0] = up
+                        tmp[j, UP_COL + o0] = up
                         lo[j, o0] = h
                         if h > rem:
                             alive[j] = False
-                # round 2: the other two axes (and the corner table) of the survivors
+                # round 2: the other two axes of the survivors
                 need1 = _pick(o1, u0, u1, u2) > rem or db
                 need2 = _pick(o2, u0, u1, u2) > rem or db
                 for j in range(n):
@@ -299,8 +297,6 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                             tmp[j, SEP_COL + o] = sp
                             if need1 if q == 0 else need2:
                                 wb[j, 1 + q] = _index(fl, sl, tw, sp, ct, nx, sepconj)
-                        if use_pc:
-                            tmp[j, 9] = cpm[node[L, 9], m]
                 cnt = 0
                 for j in range(n):
                     if not alive[j]:
@@ -308,26 +304,20 @@ def _search_reid(flipm, slicem, slice_solved, twm, cpm, amc, ct, tab, pc, use_pc
                     alive[j] = False             # until it passes every check below
                     if need1:
                         h, up = _value(tab, wb[j, 1], nx_base, fallback)
-                        tmp[j, 10 + o1] = up
+                        tmp[j, UP_COL + o1] = up
                         lo[j, o1] = h
                         probes += 1
                         if h > rem:
                             continue
                     if need2:
                         h, up = _value(tab, wb[j, 2], nx_base, fallback)
-                        tmp[j, 10 + o2] = up
+                        tmp[j, UP_COL + o2] = up
                         lo[j, o2] = h
                         probes += 1
                         if h > rem:
                             continue
                     if db and lo[j, 0] == rem and lo[j, 1] == rem and lo[j, 2] == rem:
                         continue             # de Bondt: all three axes at exactly rem
-                    if use_pc and uc > rem:
-                        h = _nib(pc, tmp[j, 9] * 2187 + tmp[j, 2])
-                        tmp[j, 13] = h
-                        probes += 1
-                        if h > rem:
-                            continue
                     if use_inv:
                         alive[j] = True          # round 3 decides
                         continue

@@ -4,12 +4,12 @@ values (:func:`phase1_row`), and the moves tight inverse values rule out at a no
 import numpy as np
 from numba import njit
 
-from .coords import EDGES_A, EDGES_B, cp_coord, e6_coord, flip_coord, twist_coord
+from .coords import flip_coord, twist_coord
 from .inverse import TABLES as INV_TABLES
 from .inverse import _advance as _advance_inverse, _coords, inverse_words
-from .korf import _nib
 from .nx import SEP_OF_MASK, sep_coord
-from .phase1_kernel import INV_COL, INV_H_COL, SEP_COL, UNKNOWN_H, _index, _inverse_sep, _value
+from .phase1_kernel import (INV_COL, INV_H_COL, SEP_COL, UNKNOWN_H, UP_COL, _index,
+                            _inverse_sep, _value)
 from .symmetry import AXIS_MOVE_CONJ, axis_cube
 
 _NO_TABLE = np.zeros(1, np.uint8)
@@ -18,8 +18,8 @@ _NO_SEP = (np.zeros((1, 18), np.int64), np.zeros((1, 16), np.int64), np.zeros(25
 
 def nx_args(tables):
     """The kernels' nx arguments (nx_base, fallback, sepm, sepconj, sep_of_mask): the nx
-    table's, or placeholders with nx_base -1 that switch it off."""
-    if tables.name == "nx":
+    table's (``tables.separation``), or placeholders with nx_base -1 that switch it off."""
+    if tables.separation:
         return tables.base, tables.fallback, tables.sepm, tables.sepconj, SEP_OF_MASK
     return (-1, _NO_TABLE) + _NO_SEP
 
@@ -31,7 +31,7 @@ def target_moves(tables):
     axis."""
     mt = tables.moves
     flipm, slicem, twm = mt["flip"], mt[tables.slice_move], mt["twist"]
-    sepm = tables.sepm if tables.name == "nx" else None
+    sepm = tables.sepm if tables.separation else None
     out = []
     for a in range(3):
         mask = 0
@@ -56,26 +56,21 @@ def tight_skip(inverse_values, left, masks):
 
 
 def root_state(tables, cube):
-    """The coordinate row a kernel's stack starts from for ``cube``."""
-    if tables.name == "korf":
-        ra, fa = e6_coord(cube, EDGES_A)
-        rb, fb = e6_coord(cube, EDGES_B)
-        return np.array([cp_coord(cube), twist_coord(cube), ra, fa, rb, fb], np.int32)
+    """The coordinate row the kernel's stack starts from for ``cube``."""
     row = []
     for a in range(3):
         x = axis_cube(cube, a)
         row += [flip_coord(x), tables.slice_coord(x), twist_coord(x)]
-    row.append(cp_coord(cube))
-    row += [UNKNOWN_H] * 4
+    row += [UNKNOWN_H] * 3
     row += inverse_words(cube)
     row += [-1] * 3
-    if tables.name == "nx":
+    if tables.separation:
         row += [sep_coord(axis_cube(cube, a)) for a in range(3)]
     return np.array(row, np.int64)
 
 
 @njit(cache=True)
-def _advance_reid(row, moves, flipm, slicem, twm, cpm, amc, sepm):
+def _advance_reid(row, moves, flipm, slicem, twm, amc, sepm):
     """Apply ``moves`` to the coordinate columns of a phase-1 row in place (and to its
     separation columns, where it has them)."""
     nx = row.size > SEP_COL
@@ -87,30 +82,24 @@ def _advance_reid(row, moves, flipm, slicem, twm, cpm, amc, sepm):
             row[3 * a + 2] = twm[row[3 * a + 2], ma]
             if nx:
                 row[SEP_COL + a] = sepm[row[SEP_COL + a], ma]
-        row[9] = cpm[row[9], m]
 
 
 @njit(cache=True)
-def _reid_row_h(row, ct, tab, pc, use_pc, use_inv, sorted_slice, slice_of_mask, nx_base,
-                fallback, sepconj, sep_of_mask):
-    """Look the row's three axes (and corners, and with ``use_inv`` the three axes of the
-    inverse) up, store the upper bounds in row[10..13] (the inverse's lower bounds in
-    row[20..22]) and return the heuristic (max of the lower bounds, de Bondt's +1 when all
+def _reid_row_h(row, ct, tab, use_inv, sorted_slice, slice_of_mask, nx_base, fallback,
+                sepconj, sep_of_mask):
+    """Look the row's three axes (and with ``use_inv`` the three axes of the inverse) up,
+    store the upper bounds in its UP_COL columns (the inverse's lower bounds in its
+    INV_H_COL columns) and return the heuristic (max of the lower bounds, de Bondt's +1 when all
     three axes of a side agree; exact for the 4-bit tables)."""
     nx = nx_base >= 0
     lo = np.empty(3, np.int64)
     for a in range(3):
         sp = row[SEP_COL + a] if nx else 0
-        lo[a], row[10 + a] = _value(tab, _index(row[3 * a], row[3 * a + 1], row[3 * a + 2], sp,
+        lo[a], row[UP_COL + a] = _value(tab, _index(row[3 * a], row[3 * a + 1], row[3 * a + 2], sp,
                                                 ct, nx, sepconj), nx_base, fallback)
     h = max(lo[0], max(lo[1], lo[2]))
     if h > 0 and lo[0] == lo[1] and lo[1] == lo[2]:
         h += 1
-    if use_pc:
-        row[13] = _nib(pc, row[9] * 2187 + row[2])
-        h = max(h, row[13])
-    else:
-        row[13] = 0
     row[INV_H_COL:INV_H_COL + 3] = -1
     if use_inv:
         v = np.empty(3, np.int64)
@@ -143,19 +132,16 @@ def _base_row(tables, cube):
     return row
 
 
-def phase1_row(tables, corners, cube, prefix, inverse=True):
+def phase1_row(tables, cube, prefix, inverse=True):
     """(coordinate row with exact values, heuristic) of ``cube`` after ``prefix`` for the
-    phase-1 tables (``corners``: a KorfTables or None; ``inverse``: also look the
-    inverse position up)."""
+    phase-1 tables (``inverse``: also look the inverse position up)."""
     row = _base_row(tables, cube).copy()
     mt = tables.moves
     moves = np.asarray(prefix, np.int64)
     nx_base, fallback, sepm, sepconj, sep_of_mask = nx_args(tables)
-    _advance_reid(row, moves, mt["flip"], mt[tables.slice_move], mt["twist"], mt["cp"],
+    _advance_reid(row, moves, mt["flip"], mt[tables.slice_move], mt["twist"],
                   AXIS_MOVE_CONJ, sepm)
     _advance_inverse(row[INV_COL:INV_COL + 6], moves, AXIS_MOVE_CONJ, *INV_TABLES[:11])
-    pc = corners.corners if corners is not None else _NO_TABLE
-    h = int(_reid_row_h(row, tables.route, tables.table, pc,
-                        corners is not None, bool(inverse), tables.sorted_slice,
+    h = int(_reid_row_h(row, tables.route, tables.table, bool(inverse), tables.sorted_slice,
                         INV_TABLES[11], nx_base, fallback, sepconj, sep_of_mask))
     return row, h

@@ -23,7 +23,7 @@ from .derived import cached_arrays
 from .coords import (N_FLIP, N_SLICE, N_TWIST, SLICE_SOLVED, _flip_rank, _flip_unrank,
                      _slice_rank, _slice_unrank, _twist_rank, _twist_unrank, flip_coord,
                      move_tables, slice_coord, twist_coord)
-from .korf import UNSET, _nib, _pack4, bfs
+from .packing import UNSET, _nib, _pack4, bfs
 from .symmetry import UD_SYM_INV, UD_SYMS, axis_cube
 
 VERSION = 1
@@ -343,6 +343,12 @@ def _phase1_h(fl, sl, tw, cls, tconj, tab):
 class ThreeAxisTables:
     """A distance table looked up along the three axes (``axis_h``), combined as the
     search kernel combines them."""
+
+    #: capabilities the search asks of a table (instead of its name): ``separation``, it
+    #: also follows the corners' U/D separation and holds 2-bit codes (:mod:`.nx`);
+    #: ``sorted_slice``, its slice coordinate is the sorted one (:mod:`.huge`)
+    separation = False
+    sorted_slice = False
 
     def axis_h(self, cube, axis=0):
         """The table's value of ``cube`` seen in axis frame ``axis`` (0: UD; 1, 2: the

@@ -1,5 +1,4 @@
-"""A resumable subtree search around the IDA* kernels (:mod:`.korf_kernel`,
-:mod:`.phase1_kernel`; numba).
+"""A resumable subtree search around the IDA* kernel (:mod:`.phase1_kernel`; numba).
 
 One call of a kernel searches one subtree (the position after a prefix of moves, at
 depth ``g0``) to a cost bound, depth first, with an explicit stack, and returns after at
@@ -9,17 +8,16 @@ So a caller can cancel between slices, and "all optimal solutions" is just "keep
 
 Counting follows Korf: a node is *generated* when it is created as a child after move
 pruning, *expanded* when its children are generated -- the same for every heuristic. (The
-phase-1 kernel skips lookups that cannot change a child's fate, ~1.4 per generated node
-instead of 3, but counts every generated child; ``stats[2]`` counts its table probes.)
+kernel skips lookups that cannot change a child's fate, ~1.4 per generated node instead of
+3, but counts every generated child; ``stats[2]`` counts its table probes.)
 """
 import numpy as np
 
 from .coords import move_arrays
 from .cube import Cube, parse_moves
 from .inverse import TABLES as INV_TABLES
-from .korf_kernel import _search_korf
 from .phase1_kernel import _apply_cubies, _search_reid
-from .phase1_rows import _NO_TABLE, nx_args, phase1_row, root_state, target_moves
+from .phase1_rows import nx_args, phase1_row, target_moves
 from .pruning import NO_FACE
 from .status import DONE, FOUND, MAX_DEPTH, PAUSED
 from .symmetry import AXIS_MOVE_CONJ
@@ -34,11 +32,9 @@ class SubtreeSearch:
     cost bound ``bound``. Call :meth:`step` until it returns DONE; after each FOUND,
     :attr:`solution` holds the full move list (prefix included) and the search can go on.
 
-    ``tables`` is a :class:`~.korf.KorfTables`, :class:`~.reid.ReidTables`,
-    :class:`~.huge.HugeTables` or :class:`~.nx.NxTables` object;
-    ``corners`` (a KorfTables) adds Korf's corner table to the phase-1 heuristic;
-    ``inverse`` looks the phase-1 tables up on the inverse position as well (ignored for
-    Korf's tables); ``tight`` (with ``inverse``) skips the moves that tight inverse values
+    ``tables`` is a :class:`~.reid.ReidTables`, :class:`~.huge.HugeTables` or
+    :class:`~.nx.NxTables` object; ``inverse`` looks the tables up on the inverse position
+    as well; ``tight`` (with ``inverse``) skips the moves that tight inverse values
     rule out (see ``_search_reid``); ``targets``, the tables' :func:`~.phase1_rows.target_moves`
     if the caller has them already (computed otherwise). The subtree root counts as expanded
     (not generated) when its f is within the bound.
@@ -46,13 +42,11 @@ class SubtreeSearch:
     A ``first_move`` resumes a piece that another search handed on (see
     :meth:`remainder`): only the root's children by moves ``first_move`` and up are
     searched, and the root's expansion is not counted again (the search it came from
-    counted it). Phase-1 tables only.
+    counted it).
     """
 
-    def __init__(self, tables, cube, prefix, bound, corners=None, inverse=True,
-                 first_move=None, tight=True, targets=None):
-        if first_move is not None and tables.name == "korf":
-            raise ValueError("resuming at a first move needs the phase-1 kernel, not korf's")
+    def __init__(self, tables, cube, prefix, bound, inverse=True, first_move=None,
+                 tight=True, targets=None):
         if first_move is not None and not 0 <= first_move < 18:
             raise ValueError(f"first_move must be a move 0..17, got {first_move!r}")
         self.tables = tables
@@ -65,20 +59,12 @@ class SubtreeSearch:
         self._root_arrays = arrs
         self.g0 = len(self.prefix)
         self.last0 = self.prefix[-1] // 3 if self.prefix else NO_FACE
-        self.corners = corners if tables.name != "korf" else None
-        self.inverse = bool(inverse) and tables.name != "korf"
+        self.inverse = bool(inverse)
         self.tight = bool(tight)
-        if tables.name == "korf":
-            self._in_h = None
-        else:                       # ``targets``: target_moves(tables), if known
-            self._in_h = np.array(target_moves(tables) if targets is None else targets,
-                                  np.int64)
+        # ``targets``: target_moves(tables), if the caller has them
+        self._in_h = np.array(target_moves(tables) if targets is None else targets, np.int64)
         depth = max(self.bound - self.g0, 0) + 2
-        if tables.name == "korf":
-            row = root_state(tables, self.root)
-        else:
-            row, self.root_h = phase1_row(tables, self.corners, cube, self.prefix,
-                                          self.inverse)
+        row, self.root_h = phase1_row(tables, cube, self.prefix, self.inverse)
         self.node = np.zeros((depth, row.size), row.dtype)
         self.node[0] = row
         self.path = np.zeros(depth + 1, np.int8)
@@ -92,8 +78,6 @@ class SubtreeSearch:
         self.solution = None
         self.finished = False
         self._pending = None
-        if tables.name == "korf":
-            self.root_h = self.heuristic(self.root)
         if self.g0 + self.root_h > self.bound:
             self.finished = True          # pruned: f exceeds the bound
         elif self.g0 == self.bound:
@@ -108,13 +92,7 @@ class SubtreeSearch:
 
     def heuristic(self, cube):
         """The heuristic value the kernel would use for ``cube``."""
-        if self.tables.name == "korf":
-            h = self.tables.h(cube)
-        else:
-            h = self.tables.h(cube, self.inverse)
-        if self.corners is not None:
-            h = max(h, self.corners.parts(cube)[0])
-        return h
+        return self.tables.h(cube, self.inverse)
 
     @property
     def generated(self):
@@ -137,17 +115,11 @@ class SubtreeSearch:
         mt = t.moves
         args = (self.node, self.path, self.kids, self.kidm, self.nk, self.ki, self.box,
                 self.g0, self.last0, self.bound, int(budget), self.stats)
-        if t.name == "korf":
-            status = _search_korf(mt["cp"], mt["twist"], mt["e6"], mt["e6x"], t.corners,
-                                  t.edges_a, t.edges_b, *args)
-        else:
-            pc = self.corners.corners if self.corners is not None else _NO_TABLE
-            status = _search_reid(mt["flip"], mt[t.slice_move], t.slice_solved, mt["twist"],
-                                  mt["cp"], AXIS_MOVE_CONJ,
-                                  t.route, t.table, pc, self.corners is not None, *args,
-                                  *self._root_arrays, *_MOVE_ARRAYS,
-                                  self.inverse, t.sorted_slice, *INV_TABLES, self.tight,
-                                  self._in_h, *nx_args(t))
+        status = _search_reid(mt["flip"], mt[t.slice_move], t.slice_solved, mt["twist"],
+                              AXIS_MOVE_CONJ, t.route, t.table, *args,
+                              *self._root_arrays, *_MOVE_ARRAYS,
+                              self.inverse, t.sorted_slice, *INV_TABLES, self.tight,
+                              self._in_h, *nx_args(t))
         if status == FOUND:
             depth = int(self.box[0]) + 1
             self.solution = self.prefix + [int(x) for x in self.path[1:depth + 1]]
@@ -161,8 +133,6 @@ class SubtreeSearch:
         on the stack, from the next one it would visit. Searching every piece with
         ``SubtreeSearch(..., prefix, bound, first_move=first_move)`` generates exactly the
         nodes this search would still have generated, and finds its solutions."""
-        if self.tables.name == "korf":
-            raise ValueError("a remainder needs the phase-1 kernel, not korf's")
         if self.finished or self._pending is not None or self.box[1] == 0:
             raise ValueError("only a paused search that has started has a remainder")
         out = []

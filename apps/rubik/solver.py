@@ -13,7 +13,6 @@ from .cache import huge_page_bytes, private_copy
 from .cube import Cube, InvalidCubeError, format_moves
 from .frontier import Frontier
 from .huge import HugeTables
-from .korf import KorfTables
 from .nx import NxTables
 from .position_symmetry import SymmetryFilter
 from .reid import ReidTables
@@ -22,15 +21,15 @@ from .search import DONE, FOUND, MAX_DEPTH, SubtreeSearch
 HEURISTICS = {
     "phase1": "Kociemba phase-1 distance (flip x slice x twist, 16 symmetries) on 3 axes, "
               "de Bondt +1 (70 MB)",
-    "phase1+corners": "phase1 and Korf's corner table, max (114 MB)",
     "huge": "phase-1 distance with the sorted UD slice (flip x sorted slice x twist, 16 "
             "symmetries) on 3 axes, de Bondt +1 (1.67 GB; built once: ~2 min, 5 GB of memory)",
-    "korf": "Korf 1997: corner table and two 6-edge tables, max (87 MB)",
     "nx": "phase-1 distance with the corners' U/D layers (flip x slice x twist x corner "
           "separation, 16 symmetries) on 3 axes, 2 bits an entry, de Bondt +1 (2.47 GB; "
           "built once: 7-25 min, 7.6 GB of memory)",
 }
 DEFAULT_HEURISTIC = "nx"
+#: the table class of each heuristic
+_TABLE_CLASSES = {"phase1": ReidTables, "huge": HugeTables, "nx": NxTables}
 
 #: building a big table: peak memory, seconds on 2 cores, bytes on disk (measured)
 BUILD_COST = {"nx": (7.6e9, 440, 2.47e9), "huge": (5.2e9, 100, 1.67e9)}
@@ -59,7 +58,7 @@ PRIVATE_GAIN = 1.5
 
 
 #: the attributes of the table objects that hold big lookup arrays
-_TABLE_ARRAYS = ("table", "fallback", "corners", "edges_a", "edges_b")
+_TABLE_ARRAYS = ("table", "fallback")
 
 
 def available_memory() -> float | None:
@@ -198,8 +197,7 @@ class Heuristic:
                  log=None, cached_only=False, inverse=True, memory="shared", tight=True):
         """``max_depth``: truncated tables built in memory (tests); ``cached_only``: raise
         LookupError instead of building a table that is not cached; ``inverse``: look the
-        phase-1 tables up on the inverse position too (see :mod:`.inverse`; Korf's
-        tables ignore it); ``memory``: where the tables live (:func:`table_memory`;
+        tables up on the inverse position too (see :mod:`.inverse`); ``memory``: where the tables live (:func:`table_memory`;
         "shared" keeps one copy per node; "auto" starts there and copies once the search has paid
         for it, :meth:`searched`); ``tight``:
         with ``inverse``, skip the moves that tight inverse values rule out (see
@@ -209,29 +207,17 @@ class Heuristic:
         _check_memory(memory)
         self.name = name
         self._deferred, self._searched, self._copy_after = None, 0.0, 0.0
-        self.inverse = bool(inverse) and name != "korf"
+        self.inverse = bool(inverse)
         self.tight = bool(tight)
         self._target_moves = None
         kw = dict(directory=cache_dir, progress=progress, max_depth=max_depth, log=log,
                   cached_only=cached_only)
-        self.corners = None
-        if name == "korf":
-            self.tables = KorfTables.load(**kw)
-        elif name == "huge":
-            self.tables = HugeTables.load(**kw)
-        elif name == "nx":
-            self.tables = NxTables.load(**kw)
-        else:
-            self.tables = ReidTables.load(**kw)
-            if name == "phase1+corners":
-                self.corners = KorfTables.load(**kw)
+        self.tables = _TABLE_CLASSES[name].load(**kw)
         self.status = dict(self.tables.status)
-        if self.corners is not None:
-            self.status.update(self.corners.status)
         self.memory = "shared"
-        big = [(t, a) for t in (self.tables, self.corners) if t is not None
-               for a in _TABLE_ARRAYS if getattr(t, a, None) is not None
-               and getattr(t, a).nbytes >= PRIVATE_MIN_BYTES]
+        big = [(self.tables, a) for a in _TABLE_ARRAYS
+               if getattr(self.tables, a, None) is not None
+               and getattr(self.tables, a).nbytes >= PRIVATE_MIN_BYTES]
         nbytes = sum(getattr(t, a).nbytes for t, a in big)
         if big and memory == "auto" and table_memory(memory, nbytes):
             # ski rental: search from the shared mapping until the time lost to it would
@@ -277,22 +263,14 @@ class Heuristic:
 
     def h(self, cube):
         """Lower bound on the distance of ``cube`` from solved."""
-        if self.name == "korf":
-            h = self.tables.h(cube)
-        else:
-            h = self.tables.h(cube, self.inverse)
-        if self.corners is not None:
-            h = max(h, self.corners.parts(cube)[0])
-        return h
+        return self.tables.h(cube, self.inverse)
 
     def after(self, cube, prefix):
-        """(``h(cube.apply(prefix))``, fast for the phase-1 tables (coordinate rows); the
-        exact values of that position's inverse on the three axes, or None where the
-        search does not use them: see :meth:`skip_moves`)."""
-        if self.tables.name == "korf":
-            return self.h(cube.apply(list(prefix))), None
+        """(``h(cube.apply(prefix))``, fast (coordinate rows); the exact values of that
+        position's inverse on the three axes, or None where the search does not use them:
+        see :meth:`skip_moves`)."""
         from .phase1_rows import INV_H_COL, phase1_row
-        row, h = phase1_row(self.tables, self.corners, cube, list(prefix), self.inverse)
+        row, h = phase1_row(self.tables, cube, list(prefix), self.inverse)
         if not (self.inverse and self.tight):
             return h, None
         return h, tuple(int(v) for v in row[INV_H_COL:INV_H_COL + 3])
@@ -307,7 +285,7 @@ class Heuristic:
         return tight_skip(inverse_values, left, self._targets())
 
     def _targets(self):
-        """The phase-1 tables' target moves per axis, computed once (a third of a subtree
+        """The tables' target moves per axis, computed once (a third of a subtree
         search's set-up when recomputed for each of a farm round's pieces)."""
         from .phase1_rows import target_moves
         if self._target_moves is None:
@@ -317,9 +295,8 @@ class Heuristic:
     def subtree(self, cube, prefix, bound, first_move=None):
         """A resumable search of the subtree under ``prefix`` with cost bound ``bound``
         (from the root's move ``first_move`` on: see :class:`~.search.SubtreeSearch`)."""
-        return SubtreeSearch(self.tables, cube, prefix, bound, corners=self.corners,
-                             inverse=self.inverse, first_move=first_move, tight=self.tight,
-                             targets=None if self.tables.name == "korf" else self._targets())
+        return SubtreeSearch(self.tables, cube, prefix, bound, inverse=self.inverse,
+                             first_move=first_move, tight=self.tight, targets=self._targets())
 
 
 @dataclass
