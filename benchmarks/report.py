@@ -204,8 +204,27 @@ def memory_contention(d):
 
 def rubik_bench(d):
     proof = d.get("proof", {})
-    rows = [[h, _mm(v)] for h, v in proof.items() if isinstance(v, dict) and "median" in v]
-    out = _table(["heuristic", "T16 proof s, 1 core, median [min–max]"], rows)
+    rows = [[h, _mm(v), _g(v.get("generated")), _mm(v.get("nodes_per_s"), 1e-6)]
+            for h, v in proof.items() if isinstance(v, dict) and "median" in v]
+    out = _table(["heuristic", "T16 proof s, 1 core, median [min–max]", "nodes generated",
+                  "M nodes/s"], rows)
+    cmp_ = d.get("compare")
+    if cmp_:
+        out += (f"\n\nThe serial search of `{cmp_['before']}` (before) against this code "
+                f"(after), launches alternating: {cmp_['note']}.\n\n")
+        rows = []
+        for h, res in cmp_.items():
+            if not isinstance(res, dict) or "cases" not in res:
+                continue
+            for case, r in res["cases"].items():
+                b, a = r["before"], r["after"]
+                rows.append([h, case, _g(b["generated"]) + ("" if r["same_nodes"] else
+                                                            " / " + _g(a["generated"])),
+                             _mm(b["seconds"]), _mm(a["seconds"]),
+                             _mm(b["nodes_per_cpu_s"], 1e-6), _mm(a["nodes_per_cpu_s"], 1e-6),
+                             _g(r["nodes_per_cpu_s_ratio"])])
+        out += _table(["heuristic", "cube", "nodes", "before s", "after s",
+                       "before M nodes/CPU s", "after M nodes/CPU s", "after / before"], rows)
     rnd = d.get("random", {})
     if rnd.get("cubes"):
         out += "\n\nRandom cubes solved optimally on " + str(rnd.get("workers")) + " workers:\n\n"

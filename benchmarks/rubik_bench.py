@@ -1,16 +1,17 @@
 """apps.rubik benchmarks: table builds, the study's 16-move proof, parallel speedup,
 subtree sizes with a simulated speedup, random cubes.
 
-    python benchmarks/rubik_bench.py [--repeats 3] [--skip korf,huge_build,random,...]
+    python benchmarks/rubik_bench.py [--repeats 3] [--skip huge_build,random,...] [--fresh]
+        [--compare-with DIR]
 
 Sections (each figure: median of repeats with min-max):
-  tables    build time of every table (in memory; the cache is not touched; the huge
-            table, 3.3 GB while building, once, unless --skip huge_build)
+  tables    build time of the phase-1 table (in memory; the cache is not touched) and of
+            the huge table (3.3 GB while building, once, unless --skip huge_build)
   proof     T16 = R2 U' F' D2 R F2 R' D2 B' R2 F D2 R U' F' U' (optimal 16): time and nodes
             to prove that no solution of <= 15 moves exists, serial, for each heuristic
+            whose table is cached
   parallel  the same proof on pyfw.farm with 1 and 2 workers (mpiexec -n 2 / -n 3), split
             depth 2, 3 and adaptive, launches alternated, plus two longer proofs
-  parallel_korf  the same with Korf's tables and split depth 2 (the study's setting)
   subtrees  sizes of the depth-2 and depth-3 subtrees at bound 15 and the speedup an
             LPT simulation of 4..256 workers predicts from them
   random    random cubes (Cube.random(seed), seeds 0..N-1) solved optimally on pyfw.farm with
@@ -22,7 +23,8 @@ Sections (each figure: median of repeats with min-max):
             loads its tables into a private copy, warms up, then times the T16 proof and
             Cube.random(seed) solves (--compare-seeds) per heuristic (--compare-heuristics;
             the random cubes with nx only); nodes, seconds, CPU seconds, nodes/s
-Writes benchmarks/results/rubik_bench.json and rubik_*.png.
+Writes benchmarks/results/rubik_bench.json (merged into the file there, or with --fresh only
+the sections this run measured) and rubik_*.png.
 """
 import argparse
 import json
@@ -49,16 +51,13 @@ def stats(xs):
 
 
 def bench_tables(repeats, with_huge):
-    from pyfw.apps.rubik import coords, huge, korf, reid
+    from pyfw.apps.rubik import coords, huge, reid
     out = {}
     t = time.perf_counter()
     coords._TABLES.clear()
     coords.move_tables()
     out["move_tables_s"] = time.perf_counter() - t
-    for name, fn in (("korf_corners", korf.build_corners),
-                     ("korf_edges_a", lambda: korf.build_edges("A")),
-                     ("korf_edges_b", lambda: korf.build_edges("B")),
-                     ("phase1", reid.build)):
+    for name, fn in (("phase1", reid.build),):
         xs = []
         for _ in range(repeats):
             t = time.perf_counter()
@@ -83,10 +82,14 @@ def bench_proof(repeats, heuristics):
     from pyfw.apps.rubik import Heuristic, Solver
     out = {}
     for name in heuristics:
-        s = Solver(tables=Heuristic(name, progress=False))
+        try:
+            s = Solver(tables=Heuristic(name, progress=False, cached_only=True))
+        except LookupError:
+            print(f"proof {name}: table not cached, skipped", flush=True)
+            continue
         s.solve("R U")  # warm-up (JIT from cache, page-in)
         xs, rates = [], []
-        for _ in range(repeats if name != "korf" else 1):
+        for _ in range(repeats):
             t = time.perf_counter()
             r = s.solve(T16, max_length=15)
             xs.append(time.perf_counter() - t)
@@ -424,6 +427,9 @@ def main():
     ap.add_argument("--compare-seeds", default=",".join(map(str, COMPARE_SEEDS)),
                     help="Cube.random seeds of the compare section (nx only)")
     ap.add_argument("--kernel-run", help=argparse.SUPPRESS)
+    ap.add_argument("--fresh", action="store_true",
+                    help="write only the sections this run measures (default: merge them "
+                         "into the results file already there)")
     add_output_options(ap, PUBLISHED)
     args = ap.parse_args()
     if args.mpi_proof:
@@ -443,15 +449,13 @@ def main():
     skip = set(args.skip.split(","))
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, "rubik_bench.json")
-    res = json.load(open(path)) if os.path.exists(path) else {}
+    res = json.load(open(path)) if os.path.exists(path) and not args.fresh else {}
     res["machine"] = {"cores": os.cpu_count(), "note": "shared 2-core VM; timings noisy"}
-    proof_names = [k for k in ("huge", "phase1", "phase1+corners", "korf") if k not in skip]
+    from pyfw.apps.rubik.solver import HEURISTICS
+    proof_names = [k for k in HEURISTICS if k not in skip]
     steps = [("tables", lambda: bench_tables(max(1, args.repeats - 1), "huge_build" not in skip)),
              ("proof", lambda: bench_proof(args.repeats, proof_names)),
              ("parallel", lambda: bench_parallel(args.repeats, args.heuristic)),
-             # the study's setting: Korf's tables, 243 subtrees (one 60 s proof per launch)
-             ("parallel_korf", lambda: bench_parallel(args.repeats, "korf", splits=(2,),
-                                                      longer={}, rounds=1)),
              ("subtrees", lambda: bench_subtrees(args.heuristic)),
              ("random", lambda: bench_random(args.random, args.heuristic, args.random_limit,
                                              args.random_timeout)),

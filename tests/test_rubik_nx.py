@@ -13,7 +13,7 @@ import test_rubik_naive as naive
 from apps.rubik import Cube, Solver, nx, reid
 from apps.rubik import coords as C
 from apps.rubik.packing import unpack4
-from apps.rubik.phase1_rows import INV_H_COL, phase1_row, target_moves
+from apps.rubik.phase1_rows import INV_H_COL, UP_COL, phase1_row, target_moves
 from apps.rubik.symmetry import UD_SYM_INV, UD_SYMS, axis_cube, conjugate
 
 U_AND_D = sum(1 << m for m in (0, 1, 2, 9, 10, 11))     # U U2 U' D D2 D'
@@ -108,7 +108,7 @@ def test_kernel_rows_look_up_what_the_reference_looks_up_directly_and_on_the_inv
     for c in cubes:
         row, h = phase1_row(tables, c, [], inverse=True)
         for a in range(3):
-            assert row[10 + a] == tables.bounds(c, a)[1]
+            assert row[UP_COL + a] == tables.bounds(c, a)[1]
             assert row[INV_H_COL + a] == tables.bounds(c.inverse(), a)[0]
         assert h == tables.h(c, inverse=True)
 
@@ -124,7 +124,7 @@ def test_kernel_rows_follow_moves_to_the_same_lookups():
         row, h = phase1_row(tables, c, p, inverse=True)
         moved = c.apply(p)
         for a in range(3):
-            assert row[10 + a] == tables.bounds(moved, a)[1]
+            assert row[UP_COL + a] == tables.bounds(moved, a)[1]
             assert row[INV_H_COL + a] == tables.bounds(moved.inverse(), a)[0]
         assert h == tables.h(moved, inverse=True)
 
