@@ -22,7 +22,8 @@ HEURISTICS = {
     "phase1": "Kociemba phase-1 distance (flip x slice x twist, 16 symmetries) on 3 axes, "
               "de Bondt +1 (70 MB)",
     "huge": "phase-1 distance with the sorted UD slice (flip x sorted slice x twist, 16 "
-            "symmetries) on 3 axes, de Bondt +1 (1.67 GB; built once: ~2 min, 5 GB of memory)",
+            "symmetries) on 3 axes, de Bondt +1 (1.67 GB; built once: ~2 min, 5.2 GB of "
+            "memory: for machines where the nx build does not fit)",
     "nx": "phase-1 distance with the corners' U/D layers (flip x slice x twist x corner "
           "separation, 16 symmetries) on 3 axes, 2 bits an entry, de Bondt +1 (2.47 GB; "
           "built once: 7-25 min, 7.6 GB of memory)",
