@@ -39,6 +39,33 @@ def test_layout_roles():
     assert big.top_workers == [0, 4, 6, 7, 8] and big.role(4) == "worker"
 
 
+def test_top_widths_count_each_sub_masters_node():
+    lay = Layout([0, 0, 2, 2, 2, 5], master=0)      # nodes {0,1} {2,3,4} {5}
+    assert lay.top_widths() == {1: 1, 2: 3, 5: 1}
+
+
+def test_a_sub_master_is_sized_as_the_ranks_it_stands_for():
+    # a node of 8 ranks beside 7 direct workers: 15 ranks in all. First chunks: one task per
+    # rank (8 to the node); once measured (the node 8x as fast per task), factoring gives
+    # the node 8 direct workers' share, and a direct worker R / 2P with P = 15, not 8
+    from pyfw.farm.policies import WorkerStats, make_policy
+    direct = [WorkerStats(r) for r in range(1, 8)]
+    node = WorkerStats(8, width=8)
+    everyone = direct + [node]
+    for name, first in (("adaptive", 8), ("af", 8), ("ss", 8), ("static", 8 * 20)):
+        pol = make_policy(name)
+        pol.start(300, sum(w.width for w in everyone))
+        assert pol.chunk(node, 300, everyone, task_time=None) == first, name
+        assert pol.chunk(direct[0], 300, everyone, task_time=None) == first // 8, name
+    for w in direct:
+        w.record(1, 0.1, 0.01, 0.1, 0.0)
+    node.record(8, 0.1, 0.01, 0.1, 0.0)               # 8 tasks in 0.1 s: 12.5 ms per task
+    pol = make_policy("adaptive")
+    pol.start(300, 15)
+    assert pol.chunk(direct[0], 300, everyone, task_time=0.1) == math.ceil(300 / 30)
+    assert pol.chunk(node, 300, everyone, task_time=0.0125) == math.ceil(8 * 300 / 30)
+
+
 def test_auto_rule():
     two_nodes = [0] * 200 + [200] * 200
     assert resolve("auto", two_nodes, 0) == "node"

@@ -78,6 +78,12 @@ class Layout:
             [r for r in members[home] if r != master]
             + [ranks[0] for node, ranks in members.items() if node != home])
 
+    def top_widths(self) -> dict[int, int]:
+        """The master's workers, each with the ranks it stands for (a sub-master: its
+        node's, itself included; a direct worker: 1)."""
+        return {r: len(self.members[self.node_of[r]]) if r in self.submasters.values()
+                else 1 for r in self.top_workers}
+
     def role(self, rank: int) -> str:
         """The role of farm rank ``rank``: master, worker, submaster or node-worker."""
         if rank == self.master:
@@ -157,6 +163,11 @@ class SubMaster(WorkerLoop):
         self._stats_at = 0.0
         self.local_k = 1          # tasks per chunk run here (grown to ~LOCAL_CHUNK_S)
         self.local_tasks, self.local_busy = 0, 0.0
+        # master round -> the node's task times in it, shared by the rounds its chunks
+        # become (a chunk is a round here: without this every chunk would start unmeasured,
+        # one task per worker); the last few rounds only
+        self.round_times: dict[int, dict] = {}
+        self.margin = self.engine.pipeline.margin
 
     # ------------------------------------------------------------------ chunks in
     def _accept(self) -> bool:
@@ -183,6 +194,12 @@ class SubMaster(WorkerLoop):
                                           name=f"chunk-{cid}",
                                           ranks=1 if with_comm else None)
             rnd.tail_duplication = self.engine.tail_duplication
+            times = self.round_times.pop(rid, None)
+            if times is not None:
+                rnd.task_time = times
+            self.round_times[rid] = rnd.task_time        # now the newest
+            while len(self.round_times) > 8:
+                del self.round_times[next(iter(self.round_times))]
             self.forwards[rnd.rid] = _Forward(cid, rid, ids, t_got, rnd)
         return took
 
@@ -206,7 +223,11 @@ class SubMaster(WorkerLoop):
         ids = [f.ids[pos] for pos, _, _ in batch]
         values = [v for _, v, _ in batch]
         errors = [(k, info) for k, (_, _, info) in enumerate(batch) if info is not None]
-        busy = now - f.t_part
+        # the master sizes this node's chunks and times its next one by the node's rate:
+        # report the node's time per task, not the wall time since the last reply (several
+        # chunks run at once on the node, and a partial reply may hold one task)
+        per = self._node_task_time(f.rnd)
+        busy = now - f.t_part if per is None else per * len(batch)
         stats = P.Stats(len(batch), busy, busy * busy / max(1, len(batch)), busy, 0.0, f.t_got,
                         now)
         f.t_part = now
@@ -236,6 +257,24 @@ class SubMaster(WorkerLoop):
             del self.forwards[rid]
             moved = True
         return moved
+
+    def _node_task_time(self, rnd) -> float | None:
+        """The node's time per task in ``rnd`` with all its ranks at work: 1 / the sum of
+        every rank's rate (an unmeasured rank counted at the measured ranks' mean, the
+        sub-master as one more rank at the time its pieces took). None until a rank is
+        measured."""
+        times = []
+        for r, w in self.engine.workers.items():
+            if w.alive:
+                t = rnd.task_time.get(r, w.stats.mean_recent)
+                times.append(t)
+        if self.local_tasks:
+            times.append(self.local_busy / self.local_tasks)
+        known = [t for t in times if t]
+        if not known:
+            return None
+        typical = sum(known) / len(known)
+        return 1.0 / sum(1.0 / (t or typical) for t in times)
 
     def _substats(self, now: float) -> None:
         if now - self._stats_at < self.STATS_EVERY:
@@ -287,6 +326,9 @@ class SubMaster(WorkerLoop):
             self.local_tasks += len(ids)
             self.local_busy += dt
             per = dt / len(ids)
+            # while a piece runs here nothing is dispatched: the node's workers get their
+            # next chunk that much earlier (a piece is one task when tasks are long)
+            self.engine.pipeline.margin = max(self.margin, dt)
             self.local_k = max(1, min(4096, int(LOCAL_CHUNK_S / per) if per > 0 else 4096))
             errs = None
             if failed:

@@ -123,7 +123,7 @@ class Farm:
             self.engine = Engine(self.comm, master, pipeline, task_timeout=task_timeout,
                                  max_attempts=max_attempts, retries=retries,
                                  tail_duplication=tail_duplication,
-                                 workers=self._layout.top_workers if self._layout else None)
+                                 workers=self._layout.top_widths() if self._layout else None)
             if self._layout is not None:   # groups of direct workers only
                 lay = self._layout
                 self.engine.groups.eligible = lambda w: lay.role(w.rank) == "worker"

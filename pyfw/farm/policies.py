@@ -46,10 +46,13 @@ class WorkerStats:
     epoch = 0
 
     __slots__ = ("rank", "tasks", "chunks", "busy", "idle", "sum_t", "sum_t2",
-                 "awf_num", "awf_den", "awf_k", "mean_recent")
+                 "awf_num", "awf_den", "awf_k", "mean_recent", "width")
 
-    def __init__(self, rank: int):
+    def __init__(self, rank: int, width: int = 1):
         self.rank = rank
+        # ranks this worker stands for: a two-level farm's sub-master serves its node's
+        # ranks, so it counts as that many workers until its speed is measured
+        self.width = width
         self.tasks = self.chunks = 0
         self.busy = self.idle = 0.0
         self.sum_t = self.sum_t2 = 0.0
@@ -105,30 +108,32 @@ class WorkerStats:
 
 
 def _weights(me: WorkerStats, workers: list[WorkerStats]) -> float:
-    """AWF weight of ``me``: P * (1/pi_me) / sum_q (1/pi_q); 1 until everyone is measured."""
+    """AWF weight of ``me``: P * (1/pi_me) / sum_q (1/pi_q), with P the ranks the workers
+    stand for (their widths); its width until everyone is measured."""
     mine = me.awf_time
     if mine is None:
-        return 1.0
-    inv = _inverse_sum(workers)
+        return me.width
+    inv, ranks = _inverse_sum(workers)
     if inv is None:
-        return 1.0
-    return len(workers) * (1.0 / mine) / inv
+        return me.width
+    return ranks * (1.0 / mine) / inv
 
 
-_INV_CACHE: list = [None, -1, 0, None]   # workers list, WorkerStats.epoch, its length, sum
+_INV_CACHE: list = [None, -1, 0, (None, 0)]   # workers list, WorkerStats.epoch, length, sums
 
 
-def _inverse_sum(workers: list[WorkerStats]) -> float | None:
-    """sum_q 1/pi_q over ``workers`` (None while one is unmeasured). Cached for the same
-    list while no worker recorded a chunk: the master sizes many chunks between two
-    replies, and the sum is O(workers)."""
+def _inverse_sum(workers: list[WorkerStats]) -> tuple[float | None, int]:
+    """(sum_q 1/pi_q over ``workers``, None while one is unmeasured; the ranks they stand
+    for). Cached for the same list while no worker recorded a chunk: the master sizes
+    many chunks between two replies, and the sum is O(workers)."""
     cache = _INV_CACHE
     if cache[0] is workers and cache[1] == WorkerStats.epoch and cache[2] == len(workers):
         return cache[3]
     times = [w.awf_time for w in workers]
     inv = None if any(t is None for t in times) else sum(1.0 / t for t in times)
-    cache[:] = [workers, WorkerStats.epoch, len(workers), inv]
-    return inv
+    sums = (inv, sum(w.width for w in workers))
+    cache[:] = [workers, WorkerStats.epoch, len(workers), sums]
+    return sums
 
 
 class Policy:
@@ -137,7 +142,8 @@ class Policy:
     name = "?"
 
     def start(self, total: int | None, nworkers: int) -> None:
-        """Reset for a round of ``total`` tasks (None: unknown) over ``nworkers`` workers."""
+        """Reset for a round of ``total`` tasks (None: unknown) over ``nworkers`` workers
+        (counted by the ranks they stand for: see :attr:`WorkerStats.width`)."""
         self.total, self.P = total, max(nworkers, 1)
         self.count = 0
 
@@ -145,7 +151,8 @@ class Policy:
               task_time: float | None = _UNSET) -> int:
         """Tasks for worker ``w``'s next chunk, ``remaining`` tasks not yet handed out.
         ``task_time``: ``w``'s measured time per task in this round (None: not measured
-        yet); policies that size chunks by time use it instead of ``w``'s recent mean."""
+        yet); policies that size chunks by time use it instead of ``w``'s recent mean.
+        A worker of width k (a sub-master) gets what k workers would."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -158,7 +165,7 @@ class Static(Policy):
 
     def chunk(self, w, remaining, workers, task_time=_UNSET):
         n = self.total if self.total is not None else remaining
-        return max(1, math.ceil(n / self.P))
+        return w.width * max(1, math.ceil(n / self.P))
 
 
 class SelfScheduling(Policy):
@@ -166,7 +173,7 @@ class SelfScheduling(Policy):
     name = "ss"
 
     def chunk(self, w, remaining, workers, task_time=_UNSET):
-        return 1
+        return w.width
 
 
 class Fixed(Policy):
@@ -187,7 +194,7 @@ class Guided(Policy):
     name = "gss"
 
     def chunk(self, w, remaining, workers, task_time=_UNSET):
-        return max(1, math.ceil(remaining / self.P))
+        return w.width * max(1, math.ceil(remaining / self.P))
 
 
 class Trapezoid(Policy):
@@ -205,10 +212,10 @@ class Trapezoid(Policy):
 
     def chunk(self, w, remaining, workers, task_time=_UNSET):
         if self.first is None:  # unknown N: fall back to guided on what is read ahead
-            return max(1, math.ceil(remaining / (2 * self.P)))
+            return w.width * max(1, math.ceil(remaining / (2 * self.P)))
         k = self.first - self.count * self.delta
-        self.count += 1
-        return max(self.last, int(round(k)))
+        self.count += w.width
+        return w.width * max(self.last, int(round(k)))
 
 
 class Factoring2(Policy):
@@ -221,11 +228,11 @@ class Factoring2(Policy):
         self.batch_size = 1
 
     def chunk(self, w, remaining, workers, task_time=_UNSET):
-        if self.batch_left == 0:
+        if self.batch_left <= 0:
             self.batch_size = max(1, math.ceil(remaining / (2 * self.P)))
             self.batch_left = self.P
-        self.batch_left -= 1
-        return self.batch_size
+        self.batch_left -= w.width
+        return w.width * self.batch_size
 
 
 class AdaptiveWeightedFactoring(Policy):
@@ -244,12 +251,12 @@ class AdaptiveFactoring(Policy):
     def chunk(self, w, remaining, workers, task_time=_UNSET):
         measured = [x for x in workers if x.measured]
         if not w.measured or not measured:
-            return 1  # probe: one task tells us this worker's mu and sigma
+            return w.width  # probe: one task per rank tells us this worker's mu and sigma
         d = sum(x.std ** 2 / x.mean for x in measured)
         t = 1.0 / sum(1.0 / x.mean for x in measured)
         r = remaining
         k = (d + 2 * t * r - math.sqrt(d * d + 4 * d * t * r)) / (2 * w.mean)
-        upper = max(1, math.ceil((self.total or remaining) / (2 * self.P)))
+        upper = w.width * max(1, math.ceil((self.total or remaining) / (2 * self.P)))
         return int(min(max(1, math.ceil(k)), upper))
 
 
@@ -266,7 +273,7 @@ class Adaptive(Policy):
         fac = max(1, math.ceil(_weights(w, workers) * remaining / (2 * self.P)))
         mean = w.mean_recent if task_time is _UNSET else task_time
         if mean is None:
-            return 1  # first chunk on this worker: measure before committing more
+            return w.width  # first chunk on this worker: measure before committing more
         floor = max(1, math.ceil(self.target / mean))
         return int(min(max(fac, floor), self.max_chunk))
 
