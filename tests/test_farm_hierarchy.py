@@ -87,15 +87,38 @@ def test_sub_master_reply_lists_ids_ascending():
     # the node's pieces finish in any order; the master's in-order delivery reads a reply
     # whose first and last ids fit as one consecutive block as that block, in order
     from pyfw.farm.hierarchy import SubMaster, _Forward
+    # (and its stats give the node's time per task, 10 ms here, not the 1 s since t_got)
     sent = []
     sub = SubMaster.__new__(SubMaster)
-    sub.reply = lambda cid, rid, ids, values, errors, stats, status: sent.append((ids, values))
+    sub.reply = lambda cid, rid, ids, values, errors, stats, status: sent.append(
+        (ids, values, stats))
+    sub._node_task_time = lambda rnd: 0.01
     f = _Forward(7, 1, range(100, 112), 0.0, None)
     for piece in ([0, 1, 2], [6, 7, 8], [3, 4, 5], [9, 10, 11]):   # first and last in place
         f.pending += [(pos, pos * pos, None) for pos in piece]
     sub._send(f, "ok", 1.0)
-    (ids, values), = sent
+    (ids, values, stats), = sent
     assert ids == list(range(100, 112)) and values == [p * p for p in range(12)]
+    assert stats.ntasks == 12 and stats.busy_s == pytest.approx(0.12)
+
+
+def test_a_node_s_time_per_task_sums_its_ranks_rates():
+    from types import SimpleNamespace as NS
+
+    from pyfw.farm.hierarchy import SubMaster
+    sub = SubMaster.__new__(SubMaster)
+    worker = lambda mean, alive=True: NS(alive=alive, stats=NS(mean_recent=mean))
+    sub.engine = NS(workers={1: worker(0.1), 2: worker(0.05), 3: worker(None),
+                             4: worker(0.01, alive=False)})
+    sub.local_tasks, sub.local_busy = 0, 0.0
+    rnd = NS(task_time={})
+    assert sub._node_task_time(NS(task_time={})) == pytest.approx(1 / (10 + 20 + 1 / 0.075))
+    sub.local_tasks, sub.local_busy = 4, 0.4                          # itself: 0.1 s a task
+    rnd.task_time = {1: 0.2}                                          # this round's, first
+    assert sub._node_task_time(rnd) == pytest.approx(1 / (5 + 20 + 1 / 0.1167 + 10), rel=1e-3)
+    sub.engine.workers = {1: worker(None)}
+    sub.local_tasks = 0
+    assert sub._node_task_time(NS(task_time={})) is None
 
 
 def _run(tmp_path, mode, n, env, ft=False, extra=None, args=(), timeout=90):
