@@ -222,9 +222,11 @@ def rubik_bench(d):
                                                             " / " + _g(a["generated"])),
                              _mm(b["seconds"]), _mm(a["seconds"]),
                              _mm(b["nodes_per_cpu_s"], 1e-6), _mm(a["nodes_per_cpu_s"], 1e-6),
-                             _g(r["nodes_per_cpu_s_ratio"])])
+                             _g(r["nodes_per_cpu_s_ratio"]),
+                             _g(r.get("best_nodes_per_cpu_s_ratio"))])
         out += _table(["heuristic", "cube", "nodes", "before s", "after s",
-                       "before M nodes/CPU s", "after M nodes/CPU s", "after / before"], rows)
+                       "before M nodes/CPU s", "after M nodes/CPU s", "after / before",
+                       "best / best"], rows)
     rnd = d.get("random", {})
     if rnd.get("cubes"):
         out += "\n\nRandom cubes solved optimally on " + str(rnd.get("workers")) + " workers:\n\n"
