@@ -34,8 +34,11 @@ from mpi4py import MPI
 from .errors import CommTimeout, PeerFailure
 
 __all__ = ["Comm", "Backoff", "DeferredSend", "testall", "waitall", "bound_finalize",
-           "ANY_SOURCE", "ANY_TAG", "world"]
+           "ANY_SOURCE", "ANY_TAG", "world", "ULFM"]
 
+#: ULFM is on (``mpiexec --with-ft ulfm``, ``pyfw-run --ft``): a dead rank is reported, not
+#: fatal, and communicators can be revoked
+ULFM = os.environ.get("OMPI_MCA_mpi_ft_enable") == "1"
 ANY_SOURCE = MPI.ANY_SOURCE
 ANY_TAG = MPI.ANY_TAG
 _PROC_FAILED = {getattr(MPI, n) for n in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING",

@@ -6,6 +6,9 @@ allreduce inside the task), mixed widths in one round (1, 2, 3), a Task subclass
 MODE ``backfill``: one task of the full width among many single-rank ones; when each ran.
 MODE ``raise``: a task raises on group rank 1 while rank 0 waits for it in a barrier.
 MODE ``kill`` (ULFM): group rank 1 of task 3 SIGKILLs itself inside the task, once.
+MODE ``killmix`` (ULFM): widths 1-3, every task a loop of allreduces; the last member of
+task 4 (width 2) and the root of task 8 (width 3) SIGKILL themselves between two of them,
+once each.
 MODE ``journal``: 12 two-rank tasks with a result journal; task 7 fails the first run.
 MODE ``nodes``: 12 two-rank tasks (where their members run).
 The master writes a JSON summary to OUT.
@@ -64,6 +67,22 @@ def kill_one(comm, x):
     return x * x
 
 
+def allreduce_loop(comm, x):
+    """Ten allreduces 20 ms apart; task 4 loses its last member halfway, task 8 its root
+    (whose value is the result), once each."""
+    total = 0
+    victim = {4: comm.Get_size() - 1, 8: 0}.get(x)
+    for step in range(10):
+        if step == 5 and comm.Get_rank() == victim:
+            marker = os.path.join(os.path.dirname(os.path.abspath(OUT)), f"killed-{x}")
+            if not os.path.exists(marker):
+                open(marker, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(0.02)
+        total += comm.allreduce(x)
+    return (x, comm.Get_size(), total)
+
+
 def fail_first_run(comm, x):
     marker = os.path.join(os.path.dirname(os.path.abspath(OUT)), "second-run")
     if x == 7 and not os.path.exists(marker):
@@ -102,6 +121,11 @@ def main():
             out["after"] = list(farm.map(pow, range(6), [2] * 6))
         elif mode == "kill":
             out["values"] = list(farm.map(kill_one, range(10), ranks=2))
+            out["after"] = list(farm.map(pow, range(6), [2] * 6))
+            out["alive"] = farm.num_workers
+        elif mode == "killmix":
+            out["values"] = list(farm.map(allreduce_loop, range(16),
+                                          ranks=lambda x: 1 + x % 3))
             out["after"] = list(farm.map(pow, range(6), [2] * 6))
             out["alive"] = farm.num_workers
         elif mode == "journal":

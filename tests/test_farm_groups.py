@@ -185,6 +185,19 @@ def test_a_member_killed_mid_task_loses_nothing_and_duplicates_nothing(tmp_path)
     assert got["alive"] == 3
 
 
+def _check_killmix(got, workers):
+    # every task once, from a whole group of its width: 10 allreduces of x over k ranks
+    assert got["values"] == [[x, 1 + x % 3, 10 * x * (1 + x % 3)] for x in range(16)]
+    assert got["after"] == [x * x for x in range(6)]
+    assert got["alive"] == workers - 2
+
+
+@pytest.mark.launch
+def test_members_killed_inside_collectives_of_mixed_widths_lose_nothing(tmp_path):
+    got = _results(*_job(tmp_path, "killmix", n=7, ft=True)[:2])
+    _check_killmix(got, 6)
+
+
 @pytest.mark.launch
 def test_resume_from_the_journal_skips_finished_multi_rank_tasks(tmp_path):
     out, res, _ = _job(tmp_path, "journal")
@@ -221,6 +234,13 @@ def bed():
     yield from bed_up("gr", nodes=3, slots=2)
 
 
+@pytest.fixture(scope="module")
+def bed3():
+    """Nodes A, B, C with three ranks each (groups of 3 fit in B and C, not beside the
+    master on A)."""
+    yield from bed_up("gs", nodes=3, slots=3)
+
+
 @pytest.mark.launch
 def test_test_bed_groups_stay_inside_a_node(bed, tmp_path):
     got = _results(*_job(tmp_path, "nodes", n=6, bed=bed)[:2])
@@ -228,3 +248,17 @@ def test_test_bed_groups_stay_inside_a_node(bed, tmp_path):
     for rec in got["fixed"]:
         assert len(set(rec["hosts"])) == 1, rec        # B's pair or C's, never A's one + B
         assert rec["sum"] == 20 * rec["x"] + 1
+
+
+@pytest.mark.launch
+def test_test_bed_a_member_killed_mid_task_loses_nothing(bed, tmp_path):
+    got = _results(*_job(tmp_path, "kill", n=6, ft=True, bed=bed)[:2])
+    assert got["values"] == [x * x for x in range(10)]
+    assert got["after"] == [x * x for x in range(6)]
+    assert got["alive"] == 4
+
+
+@pytest.mark.launch
+def test_test_bed_members_killed_in_collectives_across_nodes_lose_nothing(bed3, tmp_path):
+    got = _results(*_job(tmp_path, "killmix", n=9, ft=True, bed=bed3)[:2])
+    _check_killmix(got, 8)

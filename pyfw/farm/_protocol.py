@@ -22,7 +22,9 @@ master -> worker, tag CTRL:
                                         MPI_Finalize, see pyfw.comm.bound_finalize)
     ("group", gid, members)             make the group's communicator (members: farm ranks,
                                         the root first; collective over the members)
-    ("ungroup", gid)                    free it: the rank serves alone again
+    ("ungroup", gid, failed)            the rank serves alone again; it frees the group's
+                                        communicator unless its task failed (ULFM: a late
+                                        revoke must never meet a reused context id)
 worker -> master, tag DONE:
     (cid, rid, ids, values, errors, stats, status)
         ids/values: the tasks completed, ids ascending (the master's in-order delivery
@@ -154,7 +156,7 @@ class Ctrl(NamedTuple):
 _CTRL_FIELDS = {
     "cancel": ("rid",), "skip": ("cids",), "ping": ("t",), "pong": ("t",),
     "stop": ("reason", "failed"), "hello": ("host", "pid", "setup_error"),
-    "group": ("gid", "members"), "ungroup": ("gid",),
+    "group": ("gid", "members"), "ungroup": ("gid", "failed"),
     "substats": ("rows", "own"),
 }
 

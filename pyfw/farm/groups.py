@@ -23,10 +23,10 @@ The rule (docs/farm.md, "Tasks on several ranks"):
 from __future__ import annotations
 
 import itertools
-import os
 import time
 from typing import Callable
 
+from ..comm import ULFM
 from ..errors import ConfigurationError
 from . import _protocol as P
 from .core import EngineCore, WorkerRecord
@@ -34,12 +34,12 @@ from .rounds import Chunk, RoundState, make_task_error
 
 __all__ = ["Group", "GroupRun", "Groups", "pick", "refuse", "STUCK_GRACE"]
 
-#: ULFM is on (``mpiexec --with-ft ulfm``, ``pyfw-run --ft``): a failing member revokes its
-#: group's communicator, which releases the others from any collective they wait in
-ULFM = os.environ.get("OMPI_MCA_mpi_ft_enable") == "1"
 #: without ULFM, how long the members of a group whose task raised on one member may take
 #: to answer before the job is ended (they may be waiting for it in a collective)
 STUCK_GRACE = 20.0
+#: group ids, never reused by this process (with the master's rank they name a group's
+#: communicator in the job: see pyfw.farm.worker._make_group)
+_GIDS = itertools.count(1)
 
 
 def refuse(core: EngineCore, rnd: RoundState, tid, k: int, workers: int) -> None:
@@ -111,7 +111,6 @@ class Groups:
         self.groups: dict[int, Group] = {}
         self.member_of: dict[int, Group] = {}    # rank -> its group
         self.reserved: set[int] = set()
-        self._gid = itertools.count(1)
         #: which workers may join a group (a sub-master of a two-level farm may not)
         self.eligible: Callable[[WorkerRecord], bool] = lambda w: True
 
@@ -206,7 +205,7 @@ class Groups:
         refuse(self.core, rnd, tid, k, len(self.core.alive_workers()))
 
     def _form(self, members: list[int]) -> Group:
-        g = Group(next(self._gid), members)
+        g = Group(next(_GIDS), members)
         self.groups[g.gid] = g
         for r in members:
             self.member_of[r] = g
@@ -223,15 +222,16 @@ class Groups:
             if g.chunk is None and g.width not in wanted:
                 self.dissolve(g)
 
-    def dissolve(self, g: Group) -> None:
-        """Its members serve alone again (told so: they free the group's communicator)."""
+    def dissolve(self, g: Group, failed: bool = False) -> None:
+        """Its members serve alone again (told so: they free the group's communicator, or
+        keep it if its task ``failed``)."""
         self.groups.pop(g.gid, None)
         for r in g.members:
             if self.member_of.get(r) is g:
                 del self.member_of[r]
                 w = self.core.workers.get(r)
                 if w is not None and w.alive:
-                    self.post(P.ctrl("ungroup", g.gid), r)
+                    self.post(P.ctrl("ungroup", g.gid, failed), r)
 
     # ---------------------------------------------------------------- replies
     def on_reply(self, chunk: Chunk, src: int, reply: P.Reply) -> bool:
@@ -256,7 +256,7 @@ class Groups:
         g = run.group
         g.chunk = None
         if run.errors or run.released:
-            self.dissolve(g)
+            self.dissolve(g, failed=True)
 
     def stuck(self, now: float) -> Chunk | None:
         """Without ULFM: a group task that raised on a member while others have still not
@@ -279,5 +279,5 @@ class Groups:
             return []
         chunk = g.chunk
         g.chunk = None
-        self.dissolve(g)
+        self.dissolve(g, failed=True)
         return [chunk] if chunk is not None else []

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from .. import exitguard
 from mpi4py import MPI
 
-from ..comm import Backoff, Comm, bound_finalize
+from ..comm import ULFM, Backoff, Comm, bound_finalize
 from ..errors import PeerFailure, TaskSerializationError
 from . import _protocol as P
 from ._protocol import error_info
@@ -69,6 +69,7 @@ class WorkerLoop:
         ctx.comm = MPI.COMM_SELF
         self.ctx = ctx
         self.groups: dict[int, MPI.Intracomm | None] = {}   # gid -> the group's communicator
+        self.farm_tag: str | None = None   # names the master in group tags (set at need)
 
     @property
     def stopping(self) -> bool:
@@ -104,9 +105,12 @@ class WorkerLoop:
         elif kind == "ping":
             self.comm.isend(P.ctrl("pong", a["t"]), self.master, P.CTRL)
         elif kind == "group":
-            self.groups[a["gid"]] = _make_group(self.comm.mpi, a["gid"], a["members"])
+            if self.farm_tag is None:
+                self.farm_tag = f"pyfw.farm.{_world_rank(self.comm.mpi, self.master)}"
+            self.groups[a["gid"]] = _make_group(self.comm.mpi, a["gid"], a["members"],
+                                                self.farm_tag)
         elif kind == "ungroup":
-            _free_group(self.groups.pop(a["gid"], None))
+            _free_group(self.groups.pop(a["gid"], None), a["failed"])
         elif kind == "stop":
             reason = a["reason"]
             self.stopped = Stopped(Stop.FINISHED if reason is None else Stop.MASTER_ERROR,
@@ -333,13 +337,29 @@ _RELEASE_CLASSES = {getattr(MPI, name) for name in
                     if hasattr(MPI, name)}
 
 
-def _make_group(mpi: MPI.Intracomm, gid: int, members: list[int]) -> MPI.Intracomm | None:
-    """The communicator of a group (collective over its members); None if a member died."""
+def _make_group(mpi: MPI.Intracomm, gid: int, members: list[int],
+                farm_tag: str) -> MPI.Intracomm | None:
+    """The communicator of a group (collective over its members only); None if it cannot be
+    made (a member died).
+
+    Under ULFM it is made with ``MPI_Comm_create_from_group`` (PMIx), not
+    ``MPI_Comm_create_group`` on the farm's communicator: once a rank knows that any rank of
+    a communicator died, Open MPI fails every ``Create_group`` on it with
+    ``MPI_ERR_PROC_FAILED``, even for groups without the dead rank. A member that learns of
+    a death first then fails at once while the others wait in the call for ever (seen on the
+    test bed: survivors of a killed member stuck, or groups formed and refused in a loop).
+    ``Create_from_group`` needs only the members. ``farm_tag`` names the farm's master; with
+    the gid (never reused by a master process) it makes the group's tag unique in the job.
+    """
     group = mpi.Get_group()
     try:
         sub = group.Incl(members)
         try:
-            gcomm = mpi.Create_group(sub, gid % 32000)
+            if ULFM:
+                gcomm = MPI.Intracomm.Create_from_group(sub, f"{farm_tag}.{gid}", MPI.INFO_NULL,
+                                                        MPI.ERRORS_RETURN)
+            else:
+                gcomm = mpi.Create_group(sub, gid % 32000)
         finally:
             sub.Free()
     except MPI.Exception:
@@ -350,12 +370,35 @@ def _make_group(mpi: MPI.Intracomm, gid: int, members: list[int]) -> MPI.Intraco
     return gcomm
 
 
-def _free_group(gcomm) -> None:
-    if gcomm is not None:
-        try:
-            gcomm.Free()
-        except MPI.Exception:
-            pass
+def _world_rank(mpi: MPI.Intracomm, rank: int) -> int:
+    """``rank`` of ``mpi`` in MPI_COMM_WORLD (MPI.UNDEFINED for a spawning parent)."""
+    mine, world = mpi.Get_group(), MPI.COMM_WORLD.Get_group()
+    try:
+        return MPI.Group.Translate_ranks(mine, [rank], world)[0]
+    finally:
+        mine.Free()
+        world.Free()
+
+
+#: group communicators whose task failed under ULFM: never freed (see _free_group)
+_KEPT: list = []
+
+
+def _free_group(gcomm, failed: bool = False) -> None:
+    """Free a group's communicator, unless its task failed under ULFM: revoke and failure
+    notices for it may still be on their way, and Open MPI 5 applies a late one to whatever
+    communicator reuses the context id, crashing (SIGSEGV in ompi_comm_revoke_local, seen on
+    the test bed) if that one is still being made. A few kept handles per failure cost
+    nothing."""
+    if gcomm is None:
+        return
+    if ULFM and (failed or gcomm.Is_revoked()):
+        _KEPT.append(gcomm)
+        return
+    try:
+        gcomm.Free()
+    except MPI.Exception:
+        pass
 
 
 def _revoke(gcomm) -> None:
