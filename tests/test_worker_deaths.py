@@ -3,7 +3,7 @@ multi-node test bed (docs/farm.md, "When a worker dies").
 
 Each job (``worker_death_job.py``) farms 40 tasks of 10 ms over 4 ranks; the 6th task that
 rank 2 runs ends the rank: ``os._exit``, ``sys.exit`` or ``KeyboardInterrupt`` inside the
-task, SIGKILL, SIGTERM, a segfault, or C ``exit()``. Under ``--ft`` the rank must be seen
+task, SIGKILL, SIGTERM, a segfault, C ``exit()``, or a fault of the worker loop itself. Under ``--ft`` the rank must be seen
 dead, every result must come back exactly once and the job must end at once with status 0;
 without it the job must end at once, non-zero, with stderr naming rank 2 and how it died.
 The test-bed tests skip, with the reason printed, where network namespaces are unavailable.
@@ -31,6 +31,8 @@ LEAVES = {
     "sys_exit": "left the farm: SystemExit(3) in task Work(",
     "keyboard_interrupt": "left the farm: KeyboardInterrupt() in task Work(",
     "c_exit": "left the farm: exit(3) from native code",
+    "loop_fault": "left the farm: its worker loop failed while serving: RuntimeError: "
+                  "the worker loop's own fault",
 }
 SIGNALS = {"sigkill": 9, "sigterm": 15, "segfault": 11}
 KINDS = list(LEAVES) + list(SIGNALS)

@@ -23,6 +23,16 @@ def _segfault():
     ctypes.string_at(0)
 
 
+def _break_the_loop():
+    """A fault of the worker loop itself (not of a task): sending this task's result
+    raises."""
+    from pyfw.farm import worker
+
+    def reply(self, *args):
+        raise RuntimeError("the worker loop's own fault")
+    worker.WorkerLoop.reply = reply
+
+
 #: every way a worker can end, by name
 KINDS = {
     "os_exit": lambda: os._exit(9),
@@ -32,6 +42,7 @@ KINDS = {
     "sigterm": lambda: os.kill(os.getpid(), signal.SIGTERM),
     "segfault": _segfault,
     "c_exit": lambda: ctypes.CDLL(None).exit(3),
+    "loop_fault": _break_the_loop,
 }
 
 
@@ -46,7 +57,8 @@ class Work(Task):
         ctx.state["n"] = ctx.state.get("n", 0) + 1
         if ctx.rank == DYING_RANK and ctx.state["n"] == DYING_AT:
             KINDS[self.kind]()
-            time.sleep(1)    # a signal may take a moment; the task must not finish
+            if self.kind != "loop_fault":   # that one fails when the task's result is sent
+                time.sleep(1)    # a signal may take a moment; the task must not finish
         time.sleep(SECONDS)
         return (self.i, ctx.rank)
 

@@ -14,6 +14,7 @@ import os
 import pickle
 import sys
 import time
+import traceback
 from collections import deque
 from typing import NamedTuple
 
@@ -447,6 +448,12 @@ def serve(comm: Comm, master: int = 0, setup=None, setup_args=(),
         return Stopped(Stop.MASTER_FAILED, str(exc))
     except (SystemExit, KeyboardInterrupt) as exc:   # outside a task (run_items sees those)
         exitguard.leave(f"{exc!r} {where}")   # the rank leaves, as from a task
+    except Exception as exc:  # noqa: BLE001 -- a fault of the loop itself, not of a task
+        # Raised on, it would end the script and wait in MPI_Finalize for a master that
+        # still counts this rank as a worker: the job would hang. Dying instead is a death
+        # the master handles (under --ft its tasks run elsewhere; without, the job ends).
+        traceback.print_exc()
+        exitguard.leave(f"its worker loop failed {where}: {type(exc).__name__}: {exc}")
     finally:
         w.close()
         comm.flush(timeout=10.0, raise_on_timeout=False)
