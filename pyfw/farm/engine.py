@@ -49,6 +49,13 @@ FULL_SCAN_EVERY = 0.1
 # last (rDLB); looking costs O(workers) or more, so it happens at most every this many
 # seconds per worker (every turn with a few workers, every 5 ms with 255).
 TAIL_CHECK_PER_WORKER = 2e-5
+# A sub-master's node (a worker of width k > 1) is sent its next chunk while it still
+# has this many tasks per rank queued beyond the lead time: its last tasks run on fewer
+# ranks than it has, and each of its workers holds about two (the one running and one
+# queued while the sub-master runs a piece itself), so with fewer the sub-master finds
+# none left for itself (measured, 16 ranks in blocks of 8: 1.07-1.16x ideal with one per
+# rank, 1.05-1.11x with three; flat 1.04-1.07x).
+NODE_QUEUE_PER_RANK = 3
 
 
 class Engine(EngineCore):
@@ -57,10 +64,16 @@ class Engine(EngineCore):
     def __init__(self, comm: Comm, master: int = 0, pipeline: Pipeline | None = None,
                  task_timeout: float | None = None, max_attempts: int = 3, retries: int = 0,
                  tail_duplication: bool = True, workers=None):
+        """``workers``: the ranks served (default: every rank but ``master``), or a dict
+        rank -> how many ranks it stands for (a two-level farm's sub-masters: chunk sizes
+        count their node's ranks, see :attr:`pyfw.farm.policies.WorkerStats.width`)."""
         super().__init__(master, retries, pipeline or Pipeline())
         self.comm = comm
         ranks = range(comm.size) if workers is None else workers   # two-level: see hierarchy
         self.workers = {r: WorkerRecord(r) for r in ranks if r != master}
+        if isinstance(workers, dict):    # rank -> ranks it stands for (a sub-master: its node)
+            for r, w in self.workers.items():
+                w.stats.width = max(1, int(workers[r]))
         self.substats: dict[int, tuple] = {}  # sub-master -> (its node's rows, its own work)
         self.tail_duplication = tail_duplication
         self._cid = itertools.count()
@@ -83,7 +96,7 @@ class Engine(EngineCore):
         """Open a round over ``source`` (tasks or items for ``fn``); returns its state."""
         first = not self.rounds
         rnd = super().start_round(source, fn, star, total, policy, name, window, skip, ranks)
-        policy.start(total, max(1, len(self.alive_workers())))
+        policy.start(total, max(1, sum(w.stats.width for w in self.alive_workers())))
         self._scan_at = 0.0
         if first:
             # task durations differ from round to round (IDA* iterations grow ~13x): measure
@@ -376,6 +389,8 @@ class Engine(EngineCore):
                         break  # unmeasured: a second chunk only once every worker has one
                     if mean is not None and not rnd.eager:
                         left = self._outstanding(w, now) - lead
+                        if w.stats.width > 1:   # a node (mean: its time per task)
+                            left -= NODE_QUEUE_PER_RANK * w.stats.width * mean
                         if left >= 0:
                             heapq.heappush(wake, (now + left, w.rank))
                             break         # until its queued work runs down to the lead
