@@ -279,6 +279,7 @@ def summarize(raw: dict, ranks: int, mode: str, t0: float, t_exit: float) -> dic
         cpu = {"master": ph["master_cpu_s"], "submasters": 0.0, "workers": 0.0}
         chunks = {"submasters": 0, "workers": 0}
         counts = {"submasters": 0, "workers": 0}
+        ran = {"submasters": 0, "workers": 0}     # tasks run (a sub-master: by itself)
         for r in info:
             group = ROLE_GROUPS[r["role"]]
             if group == "master":
@@ -288,13 +289,14 @@ def summarize(raw: dict, ranks: int, mode: str, t0: float, t_exit: float) -> dic
             if win is not None:
                 cpu[group] += win["cpu_s"]
                 chunks[group] += win["chunks"]
+                ran[group] += win["tasks"]
         n, wall = ph["tasks"], ph["wall_s"]
         total = sum(cpu.values())
         phases.append(dict(ph, makespan_over_ideal=wall / ph["ideal_s"], tasks_per_s=n / wall,
                            cpu_s=cpu, cpu_us_per_task={k: 1e6 * v / n for k, v in cpu.items()},
                            cpu_us_per_task_total=1e6 * total / n,
                            busy=total / (cores * wall), worker_chunks=chunks["workers"],
-                           ranks_by_role=counts))
+                           ranks_by_role=counts, tasks_by_role=ran))
     startup = {}
     for name in MARKS[1:]:
         at = [r["marks"][name][0] - t0 for r in info if name in r["marks"]]
