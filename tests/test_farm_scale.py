@@ -69,7 +69,8 @@ def _run_farm(world, mode: str) -> dict:
             "executions": st["executions"],
             "rows": sorted(w["rank"] for w in st["workers"]),
             "submasters": sorted(w["rank"] for w in st["workers"]
-                                 if w.get("role") == "submaster"), "wall_s": wall}
+                                 if w.get("role") == "submaster"), "wall_s": wall,
+            "load": st["master_load"]}
 
 
 def job(out: str) -> None:
@@ -106,6 +107,9 @@ def test_flat_and_node_farm_at_64_ranks_every_result_once(tmp_path):
         assert g["tasks"] == n + n // 4 <= g["executions"]
         assert g["rows"] == workers        # the master's statistics list every worker once
         assert set(g["ranks"]) <= set(workers)
+        load = g["load"]              # the master's own CPU over the last map (n // 4 results)
+        assert load["round"] and load["results"] == n // 4 and load["cpu_per_result_us"] > 0
+        assert 0 < load["busy"] and load["wall_s"] <= g["wall_s"]
     assert got["flat"]["submasters"] == []
     assert got["node"]["submasters"] == list(range(NODE, RANKS, NODE))
     print(f"{RANKS} ranks: job {took:.1f} s, flat {got['flat']['wall_s']:.2f} s, "

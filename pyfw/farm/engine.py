@@ -87,6 +87,10 @@ class Engine(EngineCore):
         self._tail_at = 0.0               # next look for tail copies
         self._scan_key = None             # (active rounds, depth factor) at the last one
         self._stats: list = []            # every schedulable worker's stats (AWF weights)
+        self._round_cpu: dict = {}        # rid -> (process CPU, wall, results) at its start
+        # the master process's own cost in the last round that ended: what tells whether
+        # this master is the bottleneck (a flat master near busy 1 is; see docs/hierarchy.md)
+        self.master_load: dict | None = None
         for r in self.workers:
             self._post(P.ctrl("ping", time.perf_counter()), r)
 
@@ -96,6 +100,7 @@ class Engine(EngineCore):
         """Open a round over ``source`` (tasks or items for ``fn``); returns its state."""
         first = not self.rounds
         rnd = super().start_round(source, fn, star, total, policy, name, window, skip, ranks)
+        self._round_cpu[rnd.rid] = (time.process_time(), time.perf_counter(), self.completed)
         policy.start(total, max(1, sum(w.stats.width for w in self.alive_workers())))
         self._scan_at = 0.0
         if first:
@@ -104,6 +109,20 @@ class Engine(EngineCore):
             for w in self.workers.values():
                 w.stats.mean_recent = None
         return rnd
+
+    def end_round(self, rnd: RoundState) -> None:
+        """Forget a finished round; keep the master process's CPU per result over it
+        (``master_load``: results of any round that came meanwhile count too)."""
+        start = self._round_cpu.pop(rnd.rid, None)
+        if start is not None:
+            cpu0, t0, done0 = start
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+            n = self.completed - done0
+            self.master_load = {"round": rnd.name, "results": n, "wall_s": round(wall, 6),
+                                "cpu_s": round(cpu, 6),
+                                "cpu_per_result_us": round(1e6 * cpu / n, 3) if n else None,
+                                "busy": round(cpu / wall, 4) if wall > 0 else None}
+        super().end_round(rnd)
 
     def cancel_round(self, rnd: RoundState, wait: bool = True, timeout: float = 30.0) -> None:
         """Drop pending tasks and stop running ones; with ``wait``, until workers are idle."""

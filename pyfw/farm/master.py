@@ -336,7 +336,8 @@ class Farm:
                "duplicates": eng.duplicates, "failures": eng.failures,
                "from_journal": self.journal.resumed if self.journal is not None else 0,
                "quarantined": [str(q) for q in eng.quarantined],
-               "master_idle_s": round(eng.idle_master, 6)}
+               "master_idle_s": round(eng.idle_master, 6),
+               "master_load": getattr(eng, "master_load", None)}
         if eng.pipeline is not None:
             p = eng.pipeline
             out["pipeline"] = {"rtt_s": p.rtt, "factor": p.factor, "settled": p.settled,
