@@ -16,7 +16,8 @@ spawned workers (``MPI_Comm_spawn``), kept for the next ``Parallel`` call and en
 ``n_jobs`` as in joblib: ``-1`` is every worker (spawned: the universe size minus one, or
 the machine's cores if that is larger, or ``$MPI4PY_FUTURES_MAX_WORKERS``), ``-2`` all but
 one, a positive number that many workers (spawned anew if the kept pool has another size;
-launched ranks cannot grow, so it is capped at them); ``1`` runs in this process as joblib's
+launched ranks cannot grow, so it is capped at them, and fewer than them is a group of that
+many, as ``max_workers``); ``1`` runs in this process as joblib's
 own backends do. ``batch_size`` as in joblib (``"auto"`` adapts to the task duration).
 A task's exception is raised with its own type (the remote traceback as ``__cause__``).
 Tasks are pickled by reference where they can be, else with cloudpickle as loky does, so
@@ -66,8 +67,9 @@ def _executor(size: int):
     global _pool
     from .futures import Executor, launched_workers
     with _lock:
-        if launched_workers():
-            size = 0   # launched ranks: one executor over all of them
+        launched = launched_workers()
+        if launched and size >= launched:
+            size = 0   # every launched rank: one executor over all of them (else max_workers)
         if _pool is not None and _pool[0] == size:
             return _pool[1]
         if _pool is not None:

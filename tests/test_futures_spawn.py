@@ -174,3 +174,58 @@ def test_spawn_failure_is_a_clear_error_and_in_process_only_when_asked(tmp_path)
     assert "broken: " in res.stdout and "could not spawn 1 worker" in res.stdout, res.stdout
     assert "pyfw-run -n 2 -- python -m pyfw.futures" in res.stdout   # the fix is named
     assert "in-process: 1 3" in res.stdout
+
+
+DROPPED = r'''
+import gc, os, sys, time
+from pyfw.futures import MPIPoolExecutor
+
+def pid(_):
+    time.sleep(0.02)
+    return os.getpid()
+
+def alive(p):
+    try:
+        with open(f"/proc/{p}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+if __name__ == "__main__":
+    ex = MPIPoolExecutor(2)
+    pids = sorted(set(ex.map(pid, range(20))))
+    fut = ex.submit(pid, 0)
+    del ex             # dropped without shutdown: its queued work still runs
+    gc.collect()
+    ran = fut.result(timeout=60) in pids
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    print("collected", len(pids), ran, not any(alive(p) for p in pids), flush=True)
+    # the one-liner idiom: the executor is dropped while its map is being consumed
+    print("one-liner", list(MPIPoolExecutor(1).map(abs, [-1, -2, -3])), flush=True)
+    kept = MPIPoolExecutor(2)    # never shut down, still referenced at exit
+    later = sorted(set(kept.map(pid, range(20))))
+    kept.submit(time.sleep, 0.5)
+    print("at-exit", *later, flush=True)
+'''
+
+
+def test_dropped_executors_release_their_workers(tmp_path):
+    """An executor dropped without ``shutdown`` (mpi4py closes it on garbage collection):
+    queued work finishes, the spawned workers leave while the program goes on, and one still
+    referenced at exit is closed then, without hanging the exit."""
+    script = tmp_path / "dropped.py"
+    script.write_text(DROPPED)
+    res = subprocess.run([sys.executable, str(script)], env=_env(), capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = {ln.split()[0]: ln.split()[1:] for ln in res.stdout.splitlines() if ln}
+    assert lines["collected"] == ["2", "True", "True"], res.stdout + res.stderr
+    assert lines["one-liner"] == ["[1,", "2,", "3]"]
+    later = [int(p) for p in lines["at-exit"]]
+    assert len(later) == 2
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in later) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in later), "a spawned worker outlived the program"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import warnings
 
-__all__ = ["shared_pool", "set_shared_pool", "serving_on", "warn_if_unlaunched",
+__all__ = ["shared_pool", "set_shared_pool", "serving_on",
            "get_comm_workers", "split_workers", "comm_workers_on"]
 
 #: the name workers import the main program under (as mpi4py.futures does)
@@ -15,7 +14,6 @@ WORKER_RUN_NAME = "__worker__"
 _shared = None
 importing_main = False   # a worker is importing the user's main program
 serving = False          # this process is a worker (an Executor made here runs in-process)
-_warned = False
 _comm_workers = None                 # this worker rank's communicator over the pool's workers
 _in_process = threading.local()      # .comm set in the thread of an in-process pool
 
@@ -40,19 +38,6 @@ def serving_on(flag: bool = True):
         yield
     finally:
         serving = before
-
-
-def warn_if_unlaunched() -> None:
-    """Warn once when an Executor runs in-process although mpiexec started several ranks."""
-    global _warned
-    from mpi4py import MPI
-    if _warned or serving or MPI.COMM_WORLD.Get_size() == 1:
-        return
-    _warned = True
-    warnings.warn("pyfw.futures.Executor() runs its tasks in this process: launch the program "
-                  "with `pyfw-run -n N -- python -m pyfw.futures script.py` to use the other "
-                  "ranks (or pass comm= on every rank for SPMD use)", RuntimeWarning,
-                  stacklevel=4)
 
 
 def get_comm_workers():

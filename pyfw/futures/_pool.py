@@ -14,6 +14,7 @@ import itertools
 import pickle
 import threading
 import time
+import weakref
 from collections import deque
 from concurrent.futures import BrokenExecutor, CancelledError
 
@@ -21,7 +22,7 @@ from ..errors import TaskSerializationError
 from . import _context
 from ._remote import SubmitCall, is_initializer_failure, user_exception
 
-__all__ = ["Pool", "SubmitJob", "MapJob"]
+__all__ = ["Pool", "SubmitJob", "MapJob", "close_own_pools", "initializer_broke"]
 
 _names = itertools.count()
 
@@ -45,11 +46,12 @@ class Pool:
         self.incoming: deque = deque()
         self.jobs: list = []
         self.closing = False
+        self.close_asked = False   # set without the lock (a garbage-collected executor)
         self.broken: str | None = None
         self.broken_cause: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="pyfw-futures-pool", daemon=True)
         self.thread.start()
-        if start is not None:
+        if own:
             _at_exit.add(self)
 
     @property
@@ -100,8 +102,18 @@ class Pool:
                 self.farm.close(reason)
             _at_exit.discard(self)
 
+    def ask_close(self) -> None:
+        """Close once the queued work is done, from any thread and without the lock: the
+        pool's thread notices within its idle wait (a finalizer may run in a thread that
+        holds the lock already)."""
+        self.close_asked = True
+
     def _turn(self) -> bool:
         with self.lock:
+            if self.close_asked and not self.closing:
+                self.closing = True
+                for job in self.jobs + list(self.incoming):
+                    job.finish_when_idle()
             new = list(self.incoming)
             self.incoming.clear()
             idle = not new and not any(job.busy for job in self.jobs)
@@ -172,6 +184,38 @@ class Pool:
 _at_exit: set = set()
 
 
+def initializer_broke(job, err) -> BrokenExecutor:
+    """A worker's initializer failed: break the job's executor (if it still exists) and
+    return the error for the call that met it."""
+    executor = job.executor
+    if executor is None:
+        exc = BrokenExecutor("initializer failed")
+        exc.__cause__ = user_exception(err)
+        return exc
+    executor._mark_broken(err)
+    return executor._broken_error()
+
+
+def _note_broken(job, msg) -> None:
+    executor = job.executor
+    if executor is not None:
+        executor._broken = executor._broken or msg
+
+
+class _Owned:
+    """A job refers to its executor weakly: an executor that the program drops can be
+    garbage-collected (and its workers released) while its work finishes."""
+
+    def _own(self, executor) -> None:
+        self._owner = weakref.ref(executor)
+        self.policy = executor._policy
+
+    @property
+    def executor(self):
+        """The executor, or None once it has been garbage-collected."""
+        return self._owner()
+
+
 def close_own_pools() -> None:
     """Close every pool that started its own workers, waiting for the work queued there."""
     for pool in list(_at_exit):
@@ -185,7 +229,7 @@ else:  # pragma: no cover
     atexit.register(close_own_pools)
 
 
-class SubmitJob:
+class SubmitJob(_Owned):
     """The submitted calls of one executor.
 
     Calls wait here (pending, cancellable) and move to the farm a batch at a time, keeping
@@ -194,7 +238,7 @@ class SubmitJob:
     """
 
     def __init__(self, executor, setup):
-        self.executor = executor
+        self._own(executor)
         self.lock = executor._pool.lock
         self.call = SubmitCall(setup)
         self.pending: deque = deque()   # (future, fn, args, kwargs, ranks); pool.lock
@@ -251,7 +295,7 @@ class SubmitJob:
         for ranks, (blobs, futs) in by_width.items():
             try:
                 rnd = farm.open(self.call, blobs, name=f"futures-submit-{next(_names)}",
-                                policy=self.executor._policy, tail_duplication=False,
+                                policy=self.policy, tail_duplication=False,
                                 ranks=ranks)
             except BaseException as exc:   # these futures fail; a broken farm fails in step
                 for fut in futs:
@@ -273,8 +317,7 @@ class SubmitJob:
                 else:
                     fut.set_result(value)
             elif is_initializer_failure(err):
-                self.executor._mark_broken(err)
-                fut.set_exception(self.executor._broken_error())
+                fut.set_exception(initializer_broke(self, err))
             else:
                 fut.set_exception(user_exception(err))
         n = len(batch.ids)
@@ -301,7 +344,7 @@ class SubmitJob:
     def broken(self, msg, exc) -> None:
         err = BrokenExecutor(msg)
         err.__cause__ = exc
-        self.executor._broken = self.executor._broken or msg
+        _note_broken(self, msg)
         for _, futs in self.rounds:
             for fut in futs:
                 if not fut.done():
@@ -312,11 +355,11 @@ class SubmitJob:
             self.closed = True
 
 
-class MapJob:
+class MapJob(_Owned):
     """One ``map`` call: a round over its items; results go to the consuming thread."""
 
     def __init__(self, executor, fn, iterables, star, total, chunksize, window, ranks=None):
-        self.executor = executor
+        self._own(executor)
         self.ranks = ranks
         self.cond = threading.Condition(executor._pool.lock)
         self.fn, self.iterables, self.star, self.total = fn, iterables, star, total
@@ -355,7 +398,7 @@ class MapJob:
             self.round = farm.open(self.fn, self._source(), star=self.star, total=self.total,
                                    ranks=self.ranks,
                                    chunksize=self.chunksize, window=self.window,
-                                   policy=self.executor._policy,
+                                   policy=self.policy,
                                    name=f"futures-map-{next(_names)}", tail_duplication=False)
         except BaseException as exc:
             self._finish(exc)
@@ -396,7 +439,7 @@ class MapJob:
     def broken(self, msg, exc) -> None:
         err = BrokenExecutor(msg)
         err.__cause__ = exc
-        self.executor._broken = self.executor._broken or msg
+        _note_broken(self, msg)
         self._finish(err)
 
     def cancel(self) -> None:

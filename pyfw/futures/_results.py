@@ -6,6 +6,7 @@ import time
 from concurrent.futures import TimeoutError as FuturesTimeout
 
 from ..farm.ordering import InOrder
+from ._pool import initializer_broke
 from ._remote import is_initializer_failure, user_exception
 
 __all__ = ["results"]
@@ -27,8 +28,7 @@ def _values(job, batch):
     values = list(batch.values)
     for pos, err in batch.errors.items():
         if is_initializer_failure(err):
-            job.executor._mark_broken(err)
-            values[pos] = _Failed(job.executor._broken_error())
+            values[pos] = _Failed(initializer_broke(job, err))
         else:
             values[pos] = _Failed(user_exception(err))
     return values

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 import warnings
 
 from mpi4py import MPI
@@ -23,7 +24,8 @@ from . import _context
 from ._context import WORKER_RUN_NAME
 
 __all__ = ["max_workers_default", "python_flags", "spawn", "SpawnedFarm", "SpawnError",
-           "SERVER_MODULE", "release"]
+           "SERVER_MODULE", "release", "greet_workers", "greet_parent", "say_last",
+           "drain_workers"]
 
 SERVER_MODULE = "pyfw.futures.server"
 
@@ -141,6 +143,68 @@ def spawn(max_workers: int, python_exe=None, python_args=None, mpi_info=None):
         info.Free()
 
 
+#: tiny messages each spawned worker sends its parent before any other traffic between
+#: them: one per TCP interface at least (Open MPI's ob1 sends small messages over its TCP
+#: modules in turn), so that every parent-worker TCP connection is dialled by the worker
+#: alone. Open MPI 5.0's TCP BTL mishandles two peers dialling each other at once (both do
+#: in a collective's exchange): the connection it drops is adopted after a disconnect and
+#: its end-of-file aborts a healthy process, "An error occurred in Socket closed ... on a
+#: NULL communicator" (open-mpi/ompi#14403, fixed after 5.0.x). mpi4py's spawn suite hung
+#: on it here, the parent stuck in that abort.
+GREETINGS = 16
+_GREETING_TAG = 77
+
+
+def greet_workers(intercomm) -> None:
+    """Parent side: take every spawned worker's greetings, in rank order, before sending
+    them anything (after the bcast, which only the parent sends)."""
+    for rank in range(intercomm.Get_remote_size()):
+        for _ in range(GREETINGS):
+            intercomm.recv(source=rank, tag=_GREETING_TAG)
+
+
+def greet_parent(parent) -> None:
+    """Worker side of :func:`greet_workers`."""
+    for _ in range(GREETINGS):
+        parent.send(None, dest=0, tag=_GREETING_TAG)
+
+
+#: the last message a worker sends on its farm's communicator (see :func:`drain_workers`)
+_LAST_TAG = 32001
+
+
+def say_last(comm) -> None:
+    """Worker side, once it has served: the last message on the farm's communicator."""
+    comm.send(None, dest=0, tag=_LAST_TAG)
+
+
+def drain_workers(comm, timeout: float = 10.0) -> None:
+    """Parent side, once the farm is closed: take in every message the workers sent on the
+    farm's communicator ``comm``, up to each one's last (:func:`say_last`).
+
+    The farm's stop does not wait for results still under way. Open MPI keeps a message
+    that arrives for a freed communicator and hands it to the next communicator given the
+    same context id: the next executor's farm then read it as its own (seen in mpi4py's
+    suite: a ZeroDivisionError of one test's ``map`` came back as the result of
+    ``time.sleep`` in the next test's fresh workers). Messages on one communicator from
+    one sender are not overtaken, so after each worker's last one nothing of theirs is
+    left in flight."""
+    left = set(range(comm.Get_size())) - {comm.Get_rank()}
+    status = MPI.Status()
+    deadline = time.monotonic() + timeout
+    pause = 1e-4
+    while left and time.monotonic() < deadline:
+        if not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
+            time.sleep(pause)
+            pause = min(2 * pause, 1e-2)
+            continue
+        source, tag = status.Get_source(), status.Get_tag()
+        buf = bytearray(max(status.Get_count(MPI.BYTE), 1))
+        comm.Recv([buf, MPI.BYTE], source=source, tag=tag)
+        if tag == _LAST_TAG:
+            left.discard(source)
+
+
 class SpawnedFarm:
     """The farm of one executor's spawned workers, and how to tear it down."""
 
@@ -156,6 +220,7 @@ class SpawnedFarm:
                 "sys_path": list(sys.path) if options.get("python_exe") is None else [],
                 "farm": {k: v for k, v in farm_options.items() if k == "hierarchy"}}
         self.intercomm.bcast(sync, root=MPI.ROOT)
+        greet_workers(self.intercomm)
         self.merged = self.intercomm.Merge(high=False)   # the parent is rank 0
         self.farm = Farm(self.merged, master=0, **farm_options)
         self.workers = _context.split_workers(self.farm)   # collective: COMM_NULL here
@@ -164,6 +229,7 @@ class SpawnedFarm:
         """Stop the farm (the workers leave) and disconnect from them."""
         try:
             self.farm.close(reason)
+            drain_workers(self.farm.comm.mpi)
         finally:
             release(self.farm.comm.mpi, self.merged, self.intercomm)
 

@@ -71,8 +71,9 @@ class SubsetFarm:
 
     def close(self, reason=None) -> None:
         """Stop the farm (the group task on the workers returns) and disconnect."""
-        from ._spawn import release
+        from ._spawn import drain_workers, release
         try:
             self.farm.close(reason)
+            drain_workers(self.farm.comm.mpi)   # nothing of this farm reaches the next one
         finally:
             release(self.farm.comm.mpi, self.merged, self.intercomm)

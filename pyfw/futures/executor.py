@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from concurrent import futures as cf
 
 from mpi4py import MPI
@@ -33,6 +34,15 @@ _WORKER_OPTIONS = ("path", "wdir", "env", "globals")
 _FARM_OPTIONS = ("task_timeout", "max_attempts", "retries", "pipeline_depth", "max_depth",
                  "setup", "setup_args", "progress", "summary", "journal", "dashboard",
                  "hierarchy")
+
+
+def _dropped(pool, job) -> None:
+    """An executor was garbage-collected without ``shutdown`` (as in mpi4py): the work it
+    queued still runs, then a pool of its own closes and its workers leave. Takes no lock:
+    a finalizer may run in any thread, the pool's included."""
+    job.closed = True
+    if pool.own:
+        pool.ask_close()
 
 
 def _submit_shared(fn, *args, ranks=None):
@@ -105,6 +115,7 @@ class Executor(cf.Executor):
         self._job: SubmitJob | None = None
         self._maps: list = []
         self._bootlock = threading.Lock()
+        self._finalizer = None
         self._spmd_farm = None
         self._spmd_left_out = False   # SPMD: a rank that max_workers leaves out of the farm
         self._spmd_comm = None        # SPMD: the sub-communicator that max_workers made
@@ -258,6 +269,8 @@ class Executor(cf.Executor):
             pool.wait_for([self._job] + self._maps)
         if wait:
             self._pool = None   # as mpi4py: a shut-down executor holds no resources
+            if self._finalizer is not None:
+                self._finalizer.detach()
             if self._spmd_farm is not None:
                 self._free_spmd_comm()
 
@@ -295,6 +308,8 @@ class Executor(cf.Executor):
                 self._job = SubmitJob(self, self._setup if self._setup.needed else None)
                 with pool.lock:
                     pool.add(self._job)
+                self._finalizer = weakref.finalize(self, _dropped, pool, self._job)
+                self._finalizer.atexit = False   # at exit close_own_pools does it, waiting
             return pool
 
     def _check_open(self, what: str) -> None:

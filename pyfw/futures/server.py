@@ -125,13 +125,14 @@ def serve_parent(parent, sync: dict, setup=None) -> None:
     """Merge the intercommunicator ``parent`` (its one remote process, the program, becomes
     rank 0) and serve the program's farm until it closes; then free and disconnect."""
     from ..farm import Farm
-    from ._spawn import release
+    from ._spawn import release, say_last
     merged = parent.Merge(high=True)
     farm = Farm(merged, master=0, setup=setup, **sync.get("farm", {}))
     workers = _context.split_workers(farm)
     try:
         with _context.serving_on(), _context.comm_workers_on(workers):
             farm.__enter__()
+        say_last(farm.comm.mpi)   # the program drains up to it (see _spawn.drain_workers)
     finally:
         release(farm.comm.mpi, merged, parent)
 
@@ -143,7 +144,9 @@ def main() -> int:
         print("pyfw.futures.server is started by a pyfw.futures executor (MPI_Comm_spawn), "
               "not by hand", file=sys.stderr)
         return 2
+    from ._spawn import greet_parent
     sync = parent.bcast(None, root=0)
+    greet_parent(parent)   # before any other traffic: see _spawn.GREETINGS
     stopping = _parent_gone(*sync["parent"])
     setup = None
     try:
