@@ -17,7 +17,8 @@ What it reports, side by side:
 * **makespan / ideal** and **tasks/s** of every map;
 * **CPU seconds per task by role**: every rank reads its own process CPU time
   (``time.process_time``) around its share of each map -- the master around the map, a worker
-  or sub-master from its first task of the map to its last -- and the master gathers them by
+  from its first task of the map to its last, a sub-master from the first chunk it accepts
+  or task it runs to the last results it sends up -- and the master gathers them by
   role (master, sub-masters, workers). On one box every rank shares the same cores, so the
   sum is the machine's CPU per task; ``busy`` is that sum over the cores the map had
   (``cpu / (cores * wall)``: near 1, the box was saturated);
@@ -80,6 +81,18 @@ class Meter:
         if self.key is not None:
             self.chunks[self.key] += 1
 
+    def touch(self, key) -> None:
+        """A sub-master at work on a map (accepting a chunk, sending results up), which it
+        may be without running a task of it itself: its window spans that too."""
+        if key is None:
+            return
+        cpu = time.process_time()
+        if key not in self.first:
+            self.first[key] = cpu
+            self.tasks[key] = 0
+            self.chunks[key] = 0
+        self.last[key] = cpu
+
     def windows(self) -> dict:
         return {str(k): {"cpu_s": self.last[k] - self.first[k], "tasks": self.tasks[k],
                          "chunks": self.chunks[k]} for k in self.first}
@@ -136,6 +149,23 @@ def child(out: str, durations: list[float], ideal: float, hierarchy: str, profil
         run_chunk(self, chunk, t_got)
         METER.chunk()
     WorkerLoop.run_chunk = counted
+
+    from pyfw.farm.hierarchy import SubMaster
+    accept, send_up = SubMaster._accept, SubMaster._send
+
+    def tau_of(f):                     # the map's key: fn is partial(sleep_task, tau)
+        return getattr(f.rnd.fn, "args", (None,))[0]
+
+    def accepted(self):
+        took = accept(self)
+        for f in self.forwards.values():
+            METER.touch(tau_of(f))
+        return took
+
+    def sent_up(self, f, status, now):
+        METER.touch(tau_of(f))
+        send_up(self, f, status, now)
+    SubMaster._accept, SubMaster._send = accepted, sent_up
 
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
