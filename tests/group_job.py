@@ -9,6 +9,8 @@ MODE ``kill`` (ULFM): group rank 1 of task 3 SIGKILLs itself inside the task, on
 MODE ``killmix`` (ULFM): widths 1-3, every task a loop of allreduces; the last member of
 task 4 (width 2) and the root of task 8 (width 3) SIGKILL themselves between two of them,
 once each.
+MODE ``nodemode``: a two-level farm (``hierarchy="node"``, nodes of PYFW_FARM_NODE_SIZE
+ranks): 24 tasks of widths 1 and 2, with a member killed once under ULFM if KILL is set.
 MODE ``journal``: 12 two-rank tasks with a result journal; task 7 fails the first run.
 MODE ``nodes``: 12 two-rank tasks (where their members run).
 The master writes a JSON summary to OUT.
@@ -96,7 +98,9 @@ def main():
     journal = os.path.join(os.path.dirname(os.path.abspath(OUT)), "run.h5") \
         if mode == "journal" else None
     out = {}
-    with pyfw.Farm(MPI.COMM_WORLD, on_error=on_error, journal=journal) as farm:
+    hierarchy = "node" if mode == "nodemode" else "flat"
+    with pyfw.Farm(MPI.COMM_WORLD, on_error=on_error, journal=journal,
+                   hierarchy=hierarchy) as farm:
         if not farm.is_master:
             return
         t0 = time.time()
@@ -126,6 +130,11 @@ def main():
         elif mode == "killmix":
             out["values"] = list(farm.map(allreduce_loop, range(16),
                                           ranks=lambda x: 1 + x % 3))
+            out["after"] = list(farm.map(pow, range(6), [2] * 6))
+            out["alive"] = farm.num_workers
+        elif mode == "nodemode":
+            fn = kill_one if os.environ.get("KILL") else members
+            out["values"] = list(farm.map(fn, range(24), ranks=lambda x: 1 + x % 2))
             out["after"] = list(farm.map(pow, range(6), [2] * 6))
             out["alive"] = farm.num_workers
         elif mode == "journal":

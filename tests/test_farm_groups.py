@@ -112,10 +112,10 @@ def test_serial_farm_runs_one_rank_tasks_with_a_communicator_and_refuses_wider()
     assert all(isinstance(g, TaskError) and "asks for 2 ranks" in str(g) for g in got)
 
 
-def _job(tmp_path, mode, n=5, ft=False, bed=None):
+def _job(tmp_path, mode, n=5, ft=False, bed=None, **env_extra):
     out = tmp_path / f"{mode}.json"
     env = dict(os.environ, PYFW_FINALIZE_GRACE="2",
-               PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE)]))
+               PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE)]), **env_extra)
     extra = None
     if bed is not None:
         from pyfw.testbed.agent import launch_options
@@ -196,6 +196,30 @@ def _check_killmix(got, workers):
 def test_members_killed_inside_collectives_of_mixed_widths_lose_nothing(tmp_path):
     got = _results(*_job(tmp_path, "killmix", n=7, ft=True)[:2])
     _check_killmix(got, 6)
+
+
+@pytest.mark.launch
+def test_two_level_farms_run_multi_rank_tasks_behind_their_sub_masters_too(tmp_path):
+    # blocks of 3 ranks: the master's (direct workers 1, 2) and two sub-masters' (3 with
+    # 4, 5; 6 with 7, 8): a pair fits each block
+    got = _results(*_job(tmp_path, "nodemode", n=9, PYFW_FARM_NODE_SIZE="3")[:2])
+    blocks = set()
+    for x, rec in enumerate(got["values"]):
+        k = 1 + x % 2
+        assert rec["x"] == x and rec["size"] == k and rec["sum"] == k * 10 * x + k * (k - 1) // 2
+        assert len({r // 3 for r in rec["ranks"]}) == 1, rec      # inside one block
+        if k == 2:
+            assert rec["ranks"][0] % 3 != 0, rec    # node workers, never a sub-master
+            blocks.add(rec["ranks"][0] // 3)
+    assert blocks - {0}, blocks                    # not only the master's direct workers
+
+
+@pytest.mark.launch
+def test_two_level_farms_run_a_multi_rank_task_again_when_a_node_worker_dies(tmp_path):
+    got = _results(*_job(tmp_path, "nodemode", n=9, ft=True, PYFW_FARM_NODE_SIZE="3",
+                         KILL="1")[:2])
+    assert got["values"] == [x * x for x in range(24)]
+    assert got["after"] == [x * x for x in range(6)]
 
 
 @pytest.mark.launch

@@ -7,7 +7,9 @@ master -> worker, tag WORK:
     (cid, rid, ids, payload, group)     a chunk; ``ids`` a range or list, ``payload`` the
                                         pickled ``(fn, items)``: ``fn`` is None for Task items,
                                         else ``(function, star, with_comm)`` applied to each
-                                        item (``with_comm``: called as fn(comm, item)).
+                                        item (``with_comm``: called as fn(comm, item); to a
+                                        sub-master, an int k > 1: each item is a task on k
+                                        ranks of its node).
                                         ``group``: None, or the id of the group of ranks that
                                         runs this chunk together (every member gets it). The
                                         payload is unpickled apart so that a task whose class
@@ -41,6 +43,8 @@ worker -> master, tag CTRL:
     ("pong", t)
     ("substats", rows, own)             a sub-master's node workers' stats and its own
                                         work (pyfw.farm.hierarchy)
+    ("width", ranks)                    a sub-master's node has this many live ranks now
+                                        (itself included): its multi-rank tasks fit them
 error_info: :class:`ErrorInfo` (exc_type, message, traceback, host, pickled exception or
 None, and the rank that raised when it is not the sender's: a node worker behind a
 sub-master).
@@ -157,7 +161,7 @@ _CTRL_FIELDS = {
     "cancel": ("rid",), "skip": ("cids",), "ping": ("t",), "pong": ("t",),
     "stop": ("reason", "failed"), "hello": ("host", "pid", "setup_error"),
     "group": ("gid", "members"), "ungroup": ("gid", "failed"),
-    "substats": ("rows", "own"),
+    "substats": ("rows", "own"), "width": ("ranks",),
 }
 
 

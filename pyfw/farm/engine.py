@@ -80,7 +80,7 @@ class Engine(EngineCore):
         self.backoff = Backoff()
         self.recovery = Recovery(self, self._send, max_attempts, task_timeout,
                                  comm.cancel_sends_to)
-        self.groups = Groups(self, self._post, self._send_group)
+        self.groups = Groups(self, self._post, self._send_group, self._send)
         self._recheck: set[int] = set()   # ranks to look at in the next dispatch
         self._wake: list = []             # heap of (time, rank): lead time reached
         self._scan_at = 0.0               # next full scan (0: the next dispatch)
@@ -259,6 +259,8 @@ class Engine(EngineCore):
             self.pipeline.observe_rtt(time.perf_counter() - a["t"])
         elif kind == "substats":
             self.substats[src] = (a["rows"], a["own"])
+        elif kind == "width":
+            w.stats.width = a["ranks"]
 
     def _on_done(self, msg, src) -> None:
         reply = P.read_done(msg)
@@ -451,11 +453,15 @@ class Engine(EngineCore):
         workers.sort(key=lambda w: len(w.inflight))
         return workers
 
-    def _pack(self, cid, rnd: RoundState, ids, items, group=None) -> bytes:
-        """The WORK message of a chunk (TaskSerializationError naming what cannot pickle)."""
+    def _pack(self, cid, rnd: RoundState, ids, items, group=None, width=1) -> bytes:
+        """The WORK message of a chunk (TaskSerializationError naming what cannot pickle);
+        ``width`` > 1: tasks of that many ranks, for a sub-master."""
+        fn = rnd.wire_fn
+        if width > 1 and fn is not None:
+            fn = (rnd.fn, rnd.star, width)
         try:
             return Comm.dumps(P.pack_work(cid, rnd.rid, ids,
-                                          Comm.dumps(P.pack_payload(rnd.wire_fn, items)), group))
+                                          Comm.dumps(P.pack_payload(fn, items)), group))
         except Exception as exc:
             try:
                 self._unpicklable(rnd, ids, items, exc)
@@ -482,12 +488,14 @@ class Engine(EngineCore):
                 return None
         return chunk
 
-    def _send(self, w: WorkerRecord, rnd: RoundState, ids, items, now) -> Chunk | None:
+    def _send(self, w: WorkerRecord, rnd: RoundState, ids, items, now,
+              width: int = 1) -> Chunk | None:
         cid = next(self._cid)
         if not isinstance(ids, range) and ids[-1] - ids[0] == len(ids) - 1:
             ids = range(ids[0], ids[-1] + 1)  # consecutive after all: send it compactly
-        data = self._pack(cid, rnd, ids, items)
+        data = self._pack(cid, rnd, ids, items, width=width)
         chunk = Chunk(cid, rnd, ids, items, w.rank, now)
+        chunk.width = width
         if w.inflight:
             chunk.t_head = math.inf  # becomes the head when the one before it comes back
         try:

@@ -103,11 +103,18 @@ class Groups:
     """The groups of an engine and the reservation of its head multi-rank task.
 
     ``core``: the engine's declared state; ``post(msg, rank)`` sends a control message;
-    ``send(group, rnd, ids, items, now)`` sends a chunk to every member of a group.
+    ``send(group, rnd, ids, items, now)`` sends a chunk to every member of a group;
+    ``send_to_node(worker, rnd, ids, items, now, width)`` sends tasks of ``width`` ranks to
+    a sub-master as one chunk (two-level farms: it runs them on groups of its node).
     """
 
-    def __init__(self, core: EngineCore, post: Callable, send: Callable):
+    def __init__(self, core: EngineCore, post: Callable, send: Callable,
+                 send_to_node: Callable | None = None):
         self.core, self.post, self.send = core, post, send
+        self.send_to_node = send_to_node
+        #: what becomes of a task wider than the live workers: refused (an error) unless
+        #: this is set, ``(rnd, tid, item, k)`` (a sub-master hands it back to the master)
+        self.too_wide: Callable | None = None
         self.groups: dict[int, Group] = {}
         self.member_of: dict[int, Group] = {}    # rank -> its group
         self.reserved: set[int] = set()
@@ -133,6 +140,15 @@ class Groups:
                 tid, item, k = queue[i]
                 group = self._group_for(k, head=not head_seen)
                 if group is None:
+                    node = self._node_for(k)
+                    if node is not None:
+                        del queue[i]
+                        if not head_seen:
+                            self.reserved.clear()    # the head went to a node
+                        sent = True
+                        if self.send_to_node(node, rnd, [tid], [item], now, k) is None:
+                            break     # the node died on the way: its task is queued again
+                        continue
                     if not head_seen and not self._feasible(k):
                         del queue[i]
                         self._refuse(rnd, tid, item, k)
@@ -171,9 +187,28 @@ class Groups:
         chosen = pick(k, idle)
         if chosen is not None and (not local or len({w.host for w in chosen}) == 1):
             return self._form([w.rank for w in chosen])
-        if head:
+        if head and len(free) >= k:   # else only a node of a two-level farm can take it
             self._reserve(k, [w for w in free if not local or w.host in local])
         return None
+
+    def _node_for(self, k: int) -> WorkerRecord | None:
+        """A sub-master (two-level farm) whose node has ``k`` workers not yet held by the
+        multi-rank tasks it was sent, the one with the most; None if none has."""
+        if self.send_to_node is None:
+            return None
+        best, room = None, 0
+        for w in self.core.alive_workers():
+            if self.eligible(w) or w.stats.width <= 1 or not w.hello:
+                continue
+            free = self._node_room(w)
+            if free >= k and free > room:
+                best, room = w, free
+        return best
+
+    @staticmethod
+    def _node_room(w: WorkerRecord) -> int:
+        """Workers of a sub-master's node (itself not counted) free of multi-rank tasks."""
+        return w.stats.width - 1 - sum(c.width for c in w.inflight if c.width > 1)
 
     def _reserve(self, k: int, candidates: list[WorkerRecord]) -> None:
         """Hold ``k`` workers for the head, and keep them (so they drain and it starts): on
@@ -199,9 +234,14 @@ class Groups:
             self.reserved.add(w.rank)
 
     def _feasible(self, k: int) -> bool:
-        return k <= len([w for w in self.core.alive_workers() if self.eligible(w)])
+        live = self.core.alive_workers()
+        return (k <= len([w for w in live if self.eligible(w)])
+                or any(not self.eligible(w) and w.stats.width - 1 >= k for w in live))
 
     def _refuse(self, rnd: RoundState, tid, item, k: int) -> None:
+        if self.too_wide is not None:
+            self.too_wide(rnd, tid, item, k)
+            return
         refuse(self.core, rnd, tid, k, len(self.core.alive_workers()))
 
     def _form(self, members: list[int]) -> Group:

@@ -168,6 +168,11 @@ class SubMaster(WorkerLoop):
         # one task per worker); the last few rounds only
         self.round_times: dict[int, dict] = {}
         self.margin = self.engine.pipeline.margin
+        # multi-rank tasks too wide for the node's live workers go back to the master, which
+        # learns the node's width from ("width", n) whenever a node worker dies
+        self.engine.groups.too_wide = self._hand_back
+        self.handed_back: set[int] = set()      # node rounds to answer DROPPED
+        self.width_sent = node.size
 
     # ------------------------------------------------------------------ chunks in
     def _accept(self) -> bool:
@@ -189,10 +194,14 @@ class SubMaster(WorkerLoop):
                            P.Stats(0, 0.0, 0.0, 0.0, 0.0, t_got, time.perf_counter()), P.OK)
                 continue
             func, star, with_comm = fn if fn is not None else (None, False, False)
+            if with_comm > 1 and with_comm > len(self.engine.alive_workers()):
+                self._tell_width()
+                self.reply(cid, rid, [], [], [], None, P.DROPPED)   # it runs elsewhere
+                continue
             rnd = self.engine.start_round(items, fn=func, star=star, total=len(items),
                                           policy=make_policy(self.policy),
                                           name=f"chunk-{cid}",
-                                          ranks=1 if with_comm else None)
+                                          ranks=int(with_comm) if with_comm else None)
             rnd.tail_duplication = self.engine.tail_duplication
             times = self.round_times.pop(rid, None)
             if times is not None:
@@ -242,6 +251,10 @@ class SubMaster(WorkerLoop):
             if f.rid in self.cancelled_rounds or f.cid in self.skipped:
                 self.engine.cancel_round(f.rnd, wait=False)
                 self._send(f, P.ABORTED, now)
+            elif rid in self.handed_back:    # the master sends what did not run elsewhere
+                self.handed_back.discard(rid)
+                self.engine.cancel_round(f.rnd, wait=False)
+                self._send(f, P.DROPPED, now)
             elif f.rnd.finished:
                 if len(self.forwards) == 1:   # the master may be about to read its stats
                     self._stats_at = 0.0
@@ -257,6 +270,17 @@ class SubMaster(WorkerLoop):
             del self.forwards[rid]
             moved = True
         return moved
+
+    def _hand_back(self, rnd, tid, item, k: int) -> None:
+        """A multi-rank task wider than the node's live workers: back to the master."""
+        self.handed_back.add(rnd.rid)
+
+    def _tell_width(self) -> None:
+        """Tell the master how many ranks the node has left, once a node worker died."""
+        width = self.node.size - len(self.node.failed)
+        if width != self.width_sent:
+            self.width_sent = width
+            self.comm.isend(P.ctrl("width", width), self.master, P.CTRL)
 
     def _node_task_time(self, rnd) -> float | None:
         """The node's time per task in ``rnd`` with all its ranks at work: 1 / the sum of
@@ -367,6 +391,7 @@ class SubMaster(WorkerLoop):
                 except FarmBroken:
                     self._node_lost()
                     continue
+                self._tell_width()
                 moved = self._forward() or moved
             self._substats(time.perf_counter())
             if moved or self.forwards:

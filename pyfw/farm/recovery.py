@@ -114,7 +114,8 @@ class Recovery:
             if not w.inflight:
                 continue
             head = w.inflight[0]
-            if head.twin is not None or head.rnd.cancelled or head.group is not None:
+            if (head.twin is not None or head.rnd.cancelled or head.group is not None
+                    or head.width > 1):
                 continue
             if now - head.t_head > self.task_timeout * len(head.ids):
                 self.count_loss(head)
@@ -174,7 +175,7 @@ class Recovery:
                         end = max(end, now + (now - start))
                     t = end
                     if (c.twin is not None or c.rnd.cancelled or not c.rnd.tail_duplication
-                            or c.group is not None):
+                            or c.group is not None or c.width > 1):
                         continue
                     left = end - now
                     # a copy pays if it would finish here sooner than it finishes there

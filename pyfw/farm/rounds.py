@@ -317,7 +317,7 @@ class Chunk:
     """One chunk of a round's tasks sent to one worker, until all its results are back."""
 
     __slots__ = ("cid", "rnd", "ids", "items", "rank", "t_sent", "t_head", "twin", "left",
-                 "tries", "group")
+                 "tries", "group", "width")
 
     def __init__(self, cid, rnd, ids, items, rank, now):
         self.cid, self.rnd, self.ids, self.items, self.rank = cid, rnd, ids, items, rank
@@ -328,6 +328,7 @@ class Chunk:
         self.t_sent = self.t_head = now
         self.twin = None
         self.group = None     # a multi-rank task: its GroupRun (pyfw.farm.groups)
+        self.width = 1        # ranks per task (> 1: multi-rank tasks sent to a sub-master)
 
     def items_of(self, ids) -> list:
         """The tasks with these ``ids`` (some of this chunk's), in that order."""
