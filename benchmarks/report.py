@@ -106,6 +106,23 @@ def futures_peers(d):
     return "```text\n" + body + "\n```"
 
 
+def futures_spawn(d):
+    rows = [[r["stack"], r["workers"], f"{_g(r['first_result_s'])} [{_g(r['min_s'])}–"
+             f"{_g(r['max_s'])}]", _g(r["all_workers_s"]), _g(r["shutdown_s"])]
+            for r in d["rows"]]
+    return _table(["stack", "workers", "Executor() to first result s median [min–max]",
+                   "all workers answered s", "shutdown s"], rows)
+
+
+def joblib_peers(d):
+    rows = [[r["workload"], r["backend"], r["workers"], _mm(r["cold_s"]), _mm(r["warm_s"]),
+             "yes" if r["same_answer"] else "NO"] for r in d["rows"]]
+    return (f"{d['repeat']} fresh processes per backend, {d['calls']} calls each (the first "
+            f"cold, timed from before the backend's import; the others warm).\n\n"
+            + _table(["workload", "backend", "workers", "cold s median [min–max]",
+                      "warm s median [min–max]", "same answer as loky"], rows))
+
+
 def farm_scale_model(d):
     rows = [[p["workers"], _g(p["flat_tasks_per_s"]), _g(p["two_level_tasks_per_s"]),
              _g(p["ratio"])] for p in d["predictions"]]
@@ -299,6 +316,10 @@ SECTIONS = [
      "python benchmarks/farm_slow_link.py --publish", farm_slow_link),
     ("pyfw.futures against every peer", "futures_peers.json",
      "pip install -e .[bench] && python benchmarks/futures_peers.py --publish", futures_peers),
+    ("pyfw.futures spawn start-up vs mpi4py.futures", "futures_spawn.json",
+     "python benchmarks/futures_spawn.py --publish", futures_spawn),
+    ("joblib backends: pyfw vs loky vs dask", "joblib_peers.json",
+     "pip install -e .[bench] && python benchmarks/joblib_peers.py --publish", joblib_peers),
     ("Farm scaling model: flat vs two-level", "farm_scale_model.json",
      "python benchmarks/farm_scale_model.py --publish", farm_scale_model),
     ("Tuned collectives vs native MPI", "coll_osu.json",
