@@ -31,9 +31,11 @@ Writes ``benchmarks/results/farm_scale_model.json`` and ``.png``.
    each role's cost is fitted per task duration as ``c(P) = a + b P`` (P ranks sharing the
    cores: a rank woken from a sleep finds its caches cold, more so the more ranks there
    are). A map of N tasks of ``tau`` on P ranks then runs at
-   ``rate = min((P - 1) / tau_eff, cores / sum_roles c(P), 1 / c_master(P))``
+   ``rate = min(W / tau_eff, cores / sum_roles c(P), 1 / c_master(P))``
    (``tau_eff``: what ``time.sleep(tau)`` really lasts here while P - 1 plain processes
-   sleep alike on the same cores, measured by this script), makespan
+   sleep alike on the same cores, measured by this script; ``W`` the ranks that compute:
+   P - 1, less what the sub-masters do not compute while they schedule, their measured
+   share of a worker's tasks fitted per block size and task duration), makespan
    ``N / rate + tau_eff``; checked against every run (measured / predicted). For a cluster
    (one rank per core: no shared cores, no cold caches from oversubscription) the costs at
    two ranks per core, ``c(cores)``, give the 1,024-worker figure, and ``c(16)`` (the
@@ -291,12 +293,43 @@ def scale_runs(paths) -> list[dict]:
                 p, k = r["ranks"], int(r["mode"][4:] or 0) if r["mode"] != "flat" else 0
                 routed = ph["tasks"] * (p - k) / (p - 1) if k else 0
                 rows.append({"ranks": p, "mode": r["mode"], "family": _family(r["mode"]),
+                             "sub_share": _sub_share(ph),
                              "task_s": ph["task_s"], "tasks": ph["tasks"], "wall_s": ph["wall_s"],
                              "ideal_s": ph["ideal_s"],
                              "c": {k: v / ph["tasks"] for k, v in ph["cpu_s"].items()},
                              "c_sub_routed": ph["cpu_s"]["submasters"] / routed if routed
                              else 0.0})
     return rows
+
+
+def _sub_share(ph) -> float | None:
+    """How much of a worker's share of tasks a sub-master ran itself in this map (None: no
+    sub-master, or a results file from before farm_scale.py counted tasks by role)."""
+    ran, count = ph.get("tasks_by_role"), ph.get("ranks_by_role", {})
+    if not ran or not count.get("submasters") or not count.get("workers"):
+        return None
+    per_worker = ran["workers"] / count["workers"]
+    return (ran["submasters"] / count["submasters"]) / per_worker if per_worker else None
+
+
+def sub_shares(rows) -> dict:
+    """Per (mode, task duration): the mean share a sub-master computes (see _sub_share) over
+    the sizes run; a sub-master that schedules its node computes less than a worker, so a
+    node of k ranks computes like k - 1 + share workers."""
+    acc: dict = {}
+    for r in rows:
+        if r["sub_share"] is not None:
+            acc.setdefault(f"{r['mode']}/{r['task_s']:g}", []).append(r["sub_share"])
+    return {k: statistics.mean(v) for k, v in acc.items()}
+
+
+def compute_ranks(shares, mode, tau, ranks) -> float:
+    """Ranks that compute in a map: every rank but the master, a sub-master counted at its
+    fitted share (1 without a fit)."""
+    k = int(mode[4:] or 0) if mode != "flat" else 0
+    subs = max(0, ranks // k - 1) if k else 0
+    share = shares.get(f"{mode}/{tau:g}", 1.0)
+    return ranks - 1 - subs * (1.0 - share)
 
 
 def fit_scale(rows) -> dict:
@@ -323,10 +356,13 @@ def cost(fits, fam, tau, role, ranks) -> float:
     return max(0.0, f["a_s"] + f["b_s"] * ranks)
 
 
-def predict_scale(fits, fam, tau, ranks, tasks, cores, tau_eff) -> dict:
-    """Makespan of ``tasks`` sleep tasks of ``tau`` on ``ranks`` ranks of one box."""
+def predict_scale(fits, fam, tau, ranks, tasks, cores, tau_eff, computing=None) -> dict:
+    """Makespan of ``tasks`` sleep tasks of ``tau`` on ``ranks`` ranks of one box
+    (``computing``: the ranks that compute, see :func:`compute_ranks`; all but the master
+    by default)."""
     c = {role: cost(fits, fam, tau, role, ranks) for role in ROLES}
-    limits = {"workers": (ranks - 1) / tau_eff,
+    computing = ranks - 1 if computing is None else computing
+    limits = {"workers": computing / tau_eff,
               "cores": cores / max(sum(c.values()), 1e-12),
               "master": 1.0 / max(c["master"], 1e-12)}
     bound = min(limits, key=limits.get)
@@ -356,6 +392,7 @@ def cluster_figure(run_flat, run_node, tau_eff, workers, per_node) -> dict:
 def scale_main(paths, cores) -> dict:
     rows = scale_runs(paths)
     fits = fit_scale(rows)
+    shares = sub_shares(rows)
     taus = sorted({r["task_s"] for r in rows})
     eff = {tau: sleep_overshoot(tau) for tau in taus}          # one sleeper: a cluster
     floor = {(tau, p): sleep_overshoot(tau, p - 1) for tau in taus
@@ -363,7 +400,8 @@ def scale_main(paths, cores) -> dict:
     checks = []
     for r in rows:
         p = predict_scale(fits, r["family"], r["task_s"], r["ranks"], r["tasks"], cores,
-                          floor[r["task_s"], r["ranks"]])
+                          floor[r["task_s"], r["ranks"]],
+                          compute_ranks(shares, r["mode"], r["task_s"], r["ranks"]))
         checks.append({"ranks": r["ranks"], "mode": r["mode"], "task_s": r["task_s"],
                        "measured_s": r["wall_s"], "predicted_s": p["makespan_s"],
                        "measured_over_predicted": r["wall_s"] / p["makespan_s"],
@@ -382,7 +420,8 @@ def scale_main(paths, cores) -> dict:
             ratios = [f["ratio"] for f in figures]
             cluster[f"{tau:g}"] = {"ratio_min": min(ratios), "ratio_max": max(ratios),
                                    "by_size": figures}
-    return {"fits": fits, "tau_eff_s": {f"{t:g}": v for t, v in eff.items()},
+    return {"fits": fits, "sub_shares": shares,
+            "tau_eff_s": {f"{t:g}": v for t, v in eff.items()},
             "tau_eff_shared_s": {f"{t:g}@{p}": v for (t, p), v in floor.items()},
             "checks": checks, "cluster_1024": cluster, "sources": list(paths)}
 
