@@ -228,7 +228,7 @@ def rubik_bench(d):
     cmp_ = d.get("compare")
     if cmp_:
         out += (f"\n\nThe serial search of `{cmp_['before']}` (before) against this code "
-                f"(after), launches alternating: {cmp_['note']}.\n\n")
+                f"(after): {cmp_['note']}.\n\n")
         rows = []
         for h, res in cmp_.items():
             if not isinstance(res, dict) or "cases" not in res:
