@@ -281,6 +281,7 @@ class SubMaster(WorkerLoop):
         if width != self.width_sent:
             self.width_sent = width
             self.comm.isend(P.ctrl("width", width), self.master, P.CTRL)
+            self._stats_at = 0.0   # and its statistics at once: they list the dead worker
 
     def _node_task_time(self, rnd) -> float | None:
         """The node's time per task in ``rnd`` with all its ranks at work: 1 / the sum of
