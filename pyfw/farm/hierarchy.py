@@ -49,8 +49,10 @@ __all__ = ["HIERARCHIES", "layout", "Layout", "SubMaster", "AUTO_MIN_WORKERS"]
 HIERARCHIES = ("flat", "node", "auto")
 
 #: ``hierarchy="auto"`` goes two-level from this many workers on >= 2 nodes: a flat master
-#: spends ~15-30 us of CPU per message (measured, benchmarks/farm_scale_model.py), so with
-#: 1 ms tasks and adaptive chunks it saturates somewhere past a few hundred workers
+#: spends 4.5-13 us of CPU per result on 1 ms tasks at 16-256 ranks (benchmarks/farm_scale.py,
+#: docs/hierarchy.md), so 1 ms tasks saturate it from about 75-220 workers, longer ones
+#: later. A farm's own figure is ``Farm.stats()["master_load"]`` (busy near 1: the master
+#: is the bottleneck); the layout is fixed when the farm is built, so it is not used here
 AUTO_MIN_WORKERS = 256
 
 #: a sub-master computes too, in chunks of about this long between its scheduling turns
