@@ -19,7 +19,7 @@ from . import _context
 from ._context import WORKER_RUN_NAME
 from ._pool import MapJob, Pool, SubmitJob
 from ._spawn import SpawnedFarm, max_workers_default, use_pkl5_option
-from ._subset import SubsetFarm
+from ._subset import SUBSET_GROUPS, SubsetFarm, reserve
 from ._remote import MapCall, Setup, user_exception
 from ._results import results
 
@@ -120,8 +120,11 @@ class Executor(cf.Executor):
         self._spmd_left_out = False   # SPMD: a rank that max_workers leaves out of the farm
         self._spmd_comm = None        # SPMD: the sub-communicator that max_workers made
         shared = _context.shared_pool()
-        # max_workers below the launched workers: this executor gets a farm over that many
-        self._subset = (shared is not None and not _context.serving
+        # max_workers below the launched workers: this executor would get a farm over that
+        # many (see _subset), but not yet: while a group task holds workers, other
+        # executors' tasks were seen waiting for them (mpi4py's test_multiple_executors
+        # hung), so under `python -m pyfw.futures` every executor shares all, as in mpi4py
+        self._subset = (SUBSET_GROUPS and shared is not None and not _context.serving
                         and self._max_workers_asked is not None
                         and self._max_workers_asked < shared.num_workers)
         if shared is None and not _context.serving and comm is not None:
@@ -292,7 +295,9 @@ class Executor(cf.Executor):
                 if pool is not None:   # classes pickled on workers name the main module so
                     sys.modules.setdefault(WORKER_RUN_NAME, sys.modules["__main__"])
                 if pool is not None:
-                    if self._subset:   # its own farm over max_workers of the shared workers
+                    # its own farm over max_workers of the shared workers, if they can spare
+                    # them (see _subset); else it shares them all, as in mpi4py
+                    if self._subset and reserve(self._max_workers_asked, pool.num_workers):
                         pool = Pool(None, own=True, start=functools.partial(
                             SubsetFarm, self._max_workers_asked, _submit_shared,
                             self._farm_options))
