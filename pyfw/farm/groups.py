@@ -23,7 +23,10 @@ The rule (docs/farm.md, "Tasks on several ranks"):
 from __future__ import annotations
 
 import itertools
+import os
+import socket
 import time
+import zlib
 from typing import Callable
 
 from ..comm import ULFM
@@ -37,9 +40,11 @@ __all__ = ["Group", "GroupRun", "Groups", "pick", "refuse", "STUCK_GRACE"]
 #: without ULFM, how long the members of a group whose task raised on one member may take
 #: to answer before the job is ended (they may be waiting for it in a collective)
 STUCK_GRACE = 20.0
-#: group ids, never reused by this process (with the master's rank they name a group's
-#: communicator in the job: see pyfw.farm.worker._make_group)
-_GIDS = itertools.count(1)
+#: group ids, never reused by this process, and unlike any other master's (its host and
+#: pid in the high bits): they name a group's communicator in the job and beyond (spawned
+#: pools), see pyfw.farm.worker._make_group
+_GIDS = itertools.count((zlib.crc32(f"{socket.gethostname()}:{os.getpid()}".encode()) << 24)
+                        + 1)
 
 
 def refuse(core: EngineCore, rnd: RoundState, tid, k: int, workers: int) -> None:

@@ -94,7 +94,7 @@ def _group_of(engine, rank: int) -> str | None:
         return None
     g = groups.member_of.get(rank)
     if g is not None:
-        return f"{g.gid}:{g.width}"
+        return f"{g.gid & 0xFFFFFF}:{g.width}"   # the count; the high bits name the master
     return "reserved" if rank in groups.reserved else None
 
 

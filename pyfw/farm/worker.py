@@ -70,7 +70,6 @@ class WorkerLoop:
         ctx.comm = MPI.COMM_SELF
         self.ctx = ctx
         self.groups: dict[int, MPI.Intracomm | None] = {}   # gid -> the group's communicator
-        self.farm_tag: str | None = None   # names the master in group tags (set at need)
 
     @property
     def stopping(self) -> bool:
@@ -106,10 +105,7 @@ class WorkerLoop:
         elif kind == "ping":
             self.comm.isend(P.ctrl("pong", a["t"]), self.master, P.CTRL)
         elif kind == "group":
-            if self.farm_tag is None:
-                self.farm_tag = f"pyfw.farm.{_world_rank(self.comm.mpi, self.master)}"
-            self.groups[a["gid"]] = _make_group(self.comm.mpi, a["gid"], a["members"],
-                                                self.farm_tag)
+            self.groups[a["gid"]] = _make_group(self.comm.mpi, a["gid"], a["members"])
         elif kind == "ungroup":
             _free_group(self.groups.pop(a["gid"], None), a["failed"])
         elif kind == "stop":
@@ -338,8 +334,7 @@ _RELEASE_CLASSES = {getattr(MPI, name) for name in
                     if hasattr(MPI, name)}
 
 
-def _make_group(mpi: MPI.Intracomm, gid: int, members: list[int],
-                farm_tag: str) -> MPI.Intracomm | None:
+def _make_group(mpi: MPI.Intracomm, gid: int, members: list[int]) -> MPI.Intracomm | None:
     """The communicator of a group (collective over its members only); None if it cannot be
     made (a member died).
 
@@ -349,15 +344,15 @@ def _make_group(mpi: MPI.Intracomm, gid: int, members: list[int],
     ``MPI_ERR_PROC_FAILED``, even for groups without the dead rank. A member that learns of
     a death first then fails at once while the others wait in the call for ever (seen on the
     test bed: survivors of a killed member stuck, or groups formed and refused in a loop).
-    ``Create_from_group`` needs only the members. ``farm_tag`` names the farm's master; with
-    the gid (never reused by a master process) it makes the group's tag unique in the job.
+    ``Create_from_group`` needs only the members; the gid, unique to its master and never
+    reused (pyfw.farm.groups), makes its tag unique.
     """
     group = mpi.Get_group()
     try:
         sub = group.Incl(members)
         try:
             if ULFM:
-                gcomm = MPI.Intracomm.Create_from_group(sub, f"{farm_tag}.{gid}", MPI.INFO_NULL,
+                gcomm = MPI.Intracomm.Create_from_group(sub, f"pyfw.farm.{gid}", MPI.INFO_NULL,
                                                         MPI.ERRORS_RETURN)
             else:
                 gcomm = mpi.Create_group(sub, gid % 32000)
@@ -369,16 +364,6 @@ def _make_group(mpi: MPI.Intracomm, gid: int, members: list[int],
         group.Free()
     gcomm.Set_errhandler(MPI.ERRORS_RETURN)
     return gcomm
-
-
-def _world_rank(mpi: MPI.Intracomm, rank: int) -> int:
-    """``rank`` of ``mpi`` in MPI_COMM_WORLD (MPI.UNDEFINED for a spawning parent)."""
-    mine, world = mpi.Get_group(), MPI.COMM_WORLD.Get_group()
-    try:
-        return MPI.Group.Translate_ranks(mine, [rank], world)[0]
-    finally:
-        mine.Free()
-        world.Free()
 
 
 #: group communicators whose task failed under ULFM: never freed (see _free_group)
