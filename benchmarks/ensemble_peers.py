@@ -4,6 +4,7 @@ in one run (issue 38, item 5).
     python benchmarks/ensemble_peers.py [--ranks 2] [--short 20] [--long 2] [--mixed 6]
                                         [--arms pyfw libensemble shell parsl]
                                         [--out DIR | --publish]
+    python benchmarks/ensemble_peers.py --testbed PREFIX [--slow 3] [workloads] [--out DIR]
 
 Arms, each given the same simulations and the same ``--ranks`` R ranks:
 
@@ -27,8 +28,8 @@ Arms, each given the same simulations and the same ``--ranks`` R ranks:
   row says why.
 
 Workloads (counts are options; the defaults fit a shared 2-core box): ``short`` 2-rank runs
-(a 4 mm grid, 45 min of cooling: about 1-2 s of simulation), ``long`` 2-rank runs (a 3 mm grid,
-90 min), ``mixed`` short runs alternating 1 and 2 ranks. Every simulation differs (the pack's
+(a 3 mm grid, 90 min of cooling: about 1 s on 2 idle cores), ``long`` 2-rank runs (the
+default 2 mm grid, 50 min: about 20 s), ``mixed`` short runs alternating 1 and 2 ranks. Every simulation differs (the pack's
 start temperature moves by 0.01 C a run) so nothing is cached.
 
 Reported per arm and workload: the makespan (the arm's whole command, launches included),
@@ -57,8 +58,8 @@ from pyfw.monitor.results import add_output_options, output_dir, write_json
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ARMS = ("pyfw", "libensemble", "shell", "parsl")
-SHORT = ["--dx", "4", "--shape", "50", "44", "44", "--minutes", "45"]
-LONG = ["--dx", "3", "--shape", "67", "56", "56", "--minutes", "90"]
+SHORT = ["--dx", "3", "--shape", "67", "56", "56", "--minutes", "90"]
+LONG = ["--dx", "2", "--minutes", "50"]
 POINT = "suprapatellar_pouch"
 WARM = ["--dx", "6", "--shape", "34", "30", "30", "--steps", "5"]
 
@@ -91,7 +92,8 @@ def pyfw_task(comm, sim):
     doc = run_scenario(params_of(a), comm, minutes=a.minutes, steps=a.steps,
                        history_every=a.history_every)
     return {"seconds": MPI.Wtime() - t0, "drop": {m: d[POINT] for m, d in
-                                                  doc["summary"]["drop"].items()}}
+                                                  doc["summary"]["drop"].items()},
+            "hosts": comm.allgather(MPI.Get_processor_name())}
 
 
 def _width(sim):
@@ -233,8 +235,9 @@ def shell_script(sims, workdir):
 
 
 # ------------------------------------------------------------------ driver
-def run_arm(arm, sims, ranks, workdir, timeout):
-    """Run one arm on ``sims``: (makespan s, details or the reason it did not run)."""
+def run_arm(arm, sims, ranks, workdir, timeout, testbed=None):
+    """Run one arm on ``sims``: (makespan s, details or the reason it did not run); the pyfw
+    arm on the test bed of prefix ``testbed`` if given."""
     spec = os.path.join(workdir, f"{arm}_sims.json")
     out = os.path.join(workdir, f"{arm}_out.json")
     with open(spec, "w") as fh:
@@ -242,7 +245,8 @@ def run_arm(arm, sims, ranks, workdir, timeout):
     me = os.path.abspath(__file__)
     env = dict(os.environ)
     if arm == "pyfw":
-        cmd = ["pyfw-run", "-n", str(ranks + 1), "--timeout", str(timeout), "--",
+        bed = ["--testbed", testbed] if testbed else []
+        cmd = ["pyfw-run", "-n", str(ranks + 1), *bed, "--timeout", str(timeout), "--",
                sys.executable, me, "--child", arm, "--sims", spec, "--child-out", out]
     elif arm == "shell":
         script = os.path.join(workdir, "loop.sh")
@@ -280,6 +284,68 @@ def run_arm(arm, sims, ranks, workdir, timeout):
     return makespan, detail
 
 
+def testbed_run(a, out) -> int:
+    """The pyfw arm alone on a test bed of 3 nodes x 2 slots, node C slowed ``--slow`` times
+    (a CPU quota): where the groups ran, what each node did, and the makespan against the
+    ideal of uneven nodes, the simulations' work at full speed over the ranks' speeds."""
+    from pyfw.testbed import TestBed
+    from pyfw.testbed.netns import refuse_reason
+    reason = refuse_reason()
+    if reason:
+        raise SystemExit(f"test bed unavailable: {reason}")
+    bed = TestBed(a.testbed)
+    info = bed.up(nodes=3, slots=2, slow={"C": a.slow})
+    try:
+        hosts = [n["name"] for n in info["nodes"]]
+        slow_host = hosts[2]
+        ranks = 3 * 2 - 1                         # the master takes a slot of node A
+        rows = []
+        for name, sims in workloads(a).items():
+            with tempfile.TemporaryDirectory() as workdir:
+                span, detail = run_arm("pyfw", sims, ranks, workdir, a.timeout, a.testbed)
+            if span is None:
+                raise SystemExit(f"the pyfw arm failed on {name}: {detail}")
+            res = detail["results"]
+            # a simulation's work at full speed: its seconds, divided by the slowdown of
+            # the node it ran on (groups never span nodes: checked below)
+            speed = {h: (a.slow if h == slow_host else 1.0) for h in hosts}
+            work = sum(s["ranks"] * r["seconds"] / speed[r["hosts"][0]]
+                       for s, r in zip(sims, res))
+            # the workers' speeds, counting a node's workers only if the narrowest task
+            # fits them (A has one worker beside the master: none for a 2-rank workload)
+            workers = {hosts[0]: 1, hosts[1]: 2, hosts[2]: 2}
+            narrowest = min(s["ranks"] for s in sims)
+            capacity = sum(n / speed[h] for h, n in workers.items() if n >= narrowest)
+            ideal = work / capacity
+            per_node = {h: {"sims": 0, "rank_seconds": 0.0} for h in hosts}
+            for s, r in zip(sims, res):
+                node = per_node[r["hosts"][0]]
+                node["sims"] += 1
+                node["rank_seconds"] += s["ranks"] * r["seconds"]
+            row = {"workload": name, "sims": len(sims), "ranks": ranks,
+                   "slowed": {slow_host: a.slow}, "makespan_s": span,
+                   "inner_s": detail["inner_s"], "ideal_s": ideal,
+                   "makespan_over_ideal": span / ideal,
+                   "inner_over_ideal": detail["inner_s"] / ideal,
+                   "groups_inside_nodes": all(len(set(r["hosts"])) == 1 for r in res),
+                   "per_node": per_node}
+            rows.append(row)
+            print(f"{name:6s} pyfw on the test bed: {span:6.1f} s ({detail['inner_s']:.1f} s "
+                  f"in the map), ideal {ideal:.1f} s: {span / ideal:.2f} x "
+                  f"({detail['inner_s'] / ideal:.2f} x in the map); groups inside nodes: "
+                  f"{row['groups_inside_nodes']}; sims per node "
+                  f"{ {h: v['sims'] for h, v in per_node.items()} }", flush=True)
+        write_json(out, "ensemble_testbed.json", {
+            "rows": rows, "testbed": {"nodes": hosts, "slots": 2, "slow": {slow_host: a.slow}},
+            "note": "ideal = the simulations' rank-seconds at full speed (each divided by its "
+                    "node's slowdown) / the speeds of the workers the tasks fit (A: 1 worker "
+                    "beside the master, for 1-rank tasks only; B: 2; C: 2 at 1/slow); "
+                    "makespan includes the job's start on the test bed"})
+    finally:
+        bed.down()
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, default=2, help="ranks every arm gets (default 2)")
@@ -289,6 +355,10 @@ def main(argv=None):
                                                           "(default 6)")
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
     ap.add_argument("--timeout", type=float, default=1800.0, help="per arm and workload, s")
+    ap.add_argument("--testbed", metavar="PREFIX", help="instead: the pyfw arm alone on a "
+                    "test bed of this prefix (3 nodes x 2 slots, node C slowed), brought up "
+                    "and torn down here")
+    ap.add_argument("--slow", type=float, default=3.0, help="node C's slowdown with --testbed")
     ap.add_argument("--child", choices=ARMS, help=argparse.SUPPRESS)
     ap.add_argument("--sims", help=argparse.SUPPRESS)
     ap.add_argument("--child-out", help=argparse.SUPPRESS)
@@ -302,6 +372,8 @@ def main(argv=None):
          "parsl": lambda: parsl_child(sims, a.ranks, a.child_out)}[a.child]()
         return 0
     out = output_dir(a)
+    if a.testbed:
+        return testbed_run(a, out)
     arms = ["pyfw"] + [x for x in a.arms if x != "pyfw"]   # pyfw first: it measures the sims
     rows = []
     for name, sims in workloads(a).items():

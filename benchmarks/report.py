@@ -123,6 +123,32 @@ def joblib_peers(d):
                       "warm s median [min–max]", "same answer as loky"], rows))
 
 
+def ensemble_peers(d):
+    rows = [[r["workload"], r["arm"], r["sims"], "/".join(map(str, r["widths"])),
+             _g(r["makespan_s"]), _g(r.get("makespan_over_ideal")),
+             _g(r.get("overhead_per_sim_s")) if "error" not in r else "did not run"]
+            for r in d["rows"]]
+    pyfw = {r["workload"]: r["makespan_s"] for r in d["rows"] if r["arm"] == "pyfw"}
+    ratios = [[r["workload"], r["arm"], _g(r["makespan_s"] / pyfw[r["workload"]])]
+              for r in d["rows"] if r["arm"] != "pyfw" and r.get("makespan_s")]
+    return (f"{d['ranks']} ranks for every arm. " + d.get("note", "") + ".\n\n"
+            + _table(["workload", "arm", "sims", "widths", "makespan s", "/ ideal",
+                      "overhead s per sim"], rows)
+            + "\n\n" + _table(["workload", "peer", "peer / pyfw makespan"], ratios))
+
+
+def ensemble_testbed(d):
+    rows = [[r["workload"], r["sims"], _g(r["makespan_s"]), _g(r["inner_s"]), _g(r["ideal_s"]),
+             _g(r["makespan_over_ideal"]), _g(r["inner_over_ideal"]),
+             "yes" if r["groups_inside_nodes"] else "NO",
+             ", ".join(f"{h} {v['sims']}" for h, v in r["per_node"].items())]
+            for r in d["rows"]]
+    return (d.get("note", "") + ".\n\n"
+            + _table(["workload", "sims", "makespan s", "in the map s", "ideal s",
+                      "makespan / ideal", "map / ideal", "groups inside nodes",
+                      "sims per node (last slowed)"], rows))
+
+
 def farm_scale_model(d):
     rows = [[p["workers"], _g(p["flat_tasks_per_s"]), _g(p["two_level_tasks_per_s"]),
              _g(p["ratio"])] for p in d["predictions"]]
@@ -320,6 +346,12 @@ SECTIONS = [
      "python benchmarks/futures_spawn.py --publish", futures_spawn),
     ("joblib backends: pyfw vs loky vs dask", "joblib_peers.json",
      "pip install -e .[bench] && python benchmarks/joblib_peers.py --publish", joblib_peers),
+    ("Ensembles of knee simulations against per-launch peers", "ensemble_peers*.json",
+     "pip install -e .[bench] && python benchmarks/ensemble_peers.py --publish",
+     ensemble_peers),
+    ("Ensembles on the test bed, one node slowed", "ensemble_testbed.json",
+     "python benchmarks/ensemble_peers.py --testbed ens --short 24 --long 0 --mixed 24 "
+     "--publish", ensemble_testbed),
     ("Farm scaling model: flat vs two-level", "farm_scale_model.json",
      "python benchmarks/farm_scale_model.py --publish", farm_scale_model),
     ("Tuned collectives vs native MPI", "coll_osu.json",
