@@ -412,3 +412,35 @@ def test_cli_json_and_text(monkeypatch):
     bad = Cube.from_moves("R").facelets()
     bad = bad[:8] + bad[9] + bad[8] + bad[10:]            # swap two stickers of a corner
     assert main(["--facelets", bad, "--serial"], out=io.StringIO()) == 2
+
+
+def _axis_coords(c, a):
+    x = axis_cube(c, a)
+    return (flip_coord(x), slice_coord(x), sslice_coord(x), twist_coord(x), nx.sep_coord(x))
+
+
+def test_a_move_inside_an_axis_target_leaves_the_inverse_axis_coordinates_alone():
+    """The premise of the tight-move rule (:func:`apps.rubik.phase1_rows.target_moves`):
+    a move m whose axis-a frame keeps the solved cube's coordinates solved (U or D for the
+    UD axis) is a premove of the inverse, and leaves all of the inverse's axis-a
+    coordinates (flip, both slices, twist, corner separation) as they are, so its value;
+    the other moves change them. (A kernel that took such a child's inverse value from
+    its parent instead of a probe was measured and not kept: docs/rubik.md.)"""
+    solved = Cube.solved()
+    inside = [[m for m in range(18)
+               if _axis_coords(solved.apply([m]), a) == _axis_coords(solved, a)]
+              for a in range(3)]
+    assert [len(x) for x in inside] == [6, 6, 6]            # the two faces of the axis
+    assert sorted(sum(inside, [])) == list(range(18))      # every move in one axis only
+    changed = 0
+    for seq in _scrambles(30, 8, 20, seed=40):
+        p = Cube.from_moves(seq)
+        for a in range(3):
+            before = _axis_coords(p.inverse(), a)
+            for m in range(18):
+                after = _axis_coords(p.apply([m]).inverse(), a)
+                if m in inside[a]:
+                    assert after == before
+                else:
+                    changed += after != before
+    assert changed > 0.9 * 30 * 3 * 12
