@@ -232,7 +232,10 @@ def test_the_api_stops_the_job_then_lets_the_caller_see_the_signal(tmp_path):
     # launch.run/supervise in a program: Ctrl-C still raises KeyboardInterrupt there, but
     # only once the job is gone
     marker = f"pyfwsig-{uuid.uuid4().hex[:12]}"
-    code = ("import sys; from pyfw import launch\n"
+    # Ctrl-C raises KeyboardInterrupt, as in a program started from a terminal (a suite
+    # started in the background by a shell inherits SIGINT ignored: then nothing would)
+    code = ("import signal, sys; from pyfw import launch\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "try:\n"
             "    launch.supervise(['sh', '-c', 'sleep 60', os.environ['MARKER']])\n"
             "except KeyboardInterrupt:\n"
