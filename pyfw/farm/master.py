@@ -225,7 +225,7 @@ class Farm:
     def open(self, tasks_or_fn, *iterables, star: bool = False, total: int | None = None,
              name: str | None = None, policy=None, chunksize: int | None = None,
              window: int | None = None, tail_duplication: bool | None = None,
-             eager: bool = False, ranks=None) -> "Round":
+             eager: bool = False, ranks=None, exclusive: bool = False) -> "Round":
         """Start a round and return at once: the non-blocking face of the farm.
 
         The caller drives the farm with :meth:`step`, collects results with
@@ -237,10 +237,14 @@ class Farm:
         room, instead of when its queued work runs low: for a caller that bounds the tasks
         it keeps open itself, with task times the farm cannot predict (a worker that
         finishes early would otherwise wait a round trip for its next task). ``ranks``:
-        multi-rank tasks, as in :meth:`map`.
+        multi-rank tasks, as in :meth:`map`. ``exclusive=True``: each task holds its
+        rank(s) alone while it runs, a single-rank one too (nothing is queued behind it on
+        its worker): for tasks that last as long as something else does.
         """
         state = self._start(tasks_or_fn, iterables, name, policy, chunksize, window, star,
                             total, ranks)
+        if exclusive:
+            state.hold()
         if tail_duplication is not None:
             state.tail_duplication = tail_duplication
         state.eager = bool(eager)

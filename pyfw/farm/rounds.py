@@ -130,7 +130,15 @@ class RoundState:
         self.ranks = ranks
         self.wide: deque = deque()       # (tid, item, k): tasks for groups of k > 1 ranks
         self._may_be_wide = fn is None or callable(ranks) or (ranks or 1) > 1
+        self.exclusive = False   # every task holds its ranks alone: see hold()
         self.wire_fn = None if fn is None else (fn, star, ranks is not None)
+
+    def hold(self) -> None:
+        """Every task of this round holds its worker(s) alone while it runs: it goes to a
+        group, even of one, so nothing else is queued behind it (for tasks that run as long
+        as something else lives, e.g. a server). Before the round's first dispatch."""
+        self.exclusive = True
+        self._may_be_wide = True
 
     def width(self, item) -> int:
         """How many ranks the task ``item`` runs on."""
@@ -149,7 +157,7 @@ class RoundState:
         narrow, wide = [], []
         for tid, item in pairs:
             k = self.width(item) if self._may_be_wide else 1
-            if k > 1:
+            if k > 1 or self.exclusive:
                 wide.append((tid, item, k))
             else:
                 narrow.append((tid, item))
@@ -194,7 +202,7 @@ class RoundState:
         kept_ids, kept = [], []
         for tid, item in zip(ids, items):
             k = self.width(item)
-            if k > 1:
+            if k > 1 or self.exclusive:
                 self.wide.append((tid, item, k))
             else:
                 kept_ids.append(tid)

@@ -244,7 +244,9 @@ class WorkerLoop:
             self.reply(cid, rid, [], [], [], None, P.RELEASED)
             return
         fn, items = unpacked
-        func, star, _ = fn if fn is not None else (None, False, False)
+        # with_comm False: a single-rank task of an exclusive round, fn(item) (ctx.comm is
+        # its group's communicator all the same)
+        func, star, with_comm = fn if fn is not None else (None, False, False)
         ctx = self.ctx
         ctx._begin()
         ctx.comm = gcomm
@@ -252,7 +254,7 @@ class WorkerLoop:
         values, failures = [], []
         t0 = time.perf_counter()
         try:
-            run_items(items, func, star, ctx, values, failures, with_comm=True)
+            run_items(items, func, star, ctx, values, failures, with_comm=bool(with_comm))
         finally:
             ctx.comm = MPI.COMM_SELF
             self.current = None

@@ -294,9 +294,12 @@ class SubmitJob(_Owned):
             futs.append(fut)
         for ranks, (blobs, futs) in by_width.items():
             try:
+                # a task submitted with ranks holds them alone while it runs (a group of
+                # one too): nothing else waits behind it (max_workers groups last as long
+                # as their executor, pyfw.futures._subset)
                 rnd = farm.open(self.call, blobs, name=f"futures-submit-{next(_names)}",
                                 policy=self.policy, tail_duplication=False,
-                                ranks=ranks)
+                                ranks=ranks, exclusive=ranks is not None)
             except BaseException as exc:   # these futures fail; a broken farm fails in step
                 for fut in futs:
                     fut.set_exception(exc)

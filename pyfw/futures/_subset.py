@@ -31,10 +31,10 @@ __all__ = ["SUBSET_GROUPS", "SubsetFarm", "serve_subset", "reserve", "unreserve"
 #: MPI tags of the group-to-program handshakes on COMM_WORLD (the farms use duplicates of
 #: it, so these cannot meet a farm's messages); one per executor of this process
 _TAG_BASE = 4096
-#: off: a group task holds its workers for the executor's lifetime, and the shared farm
-#: was seen leaving other executors' tasks waiting on them (a deadlock when the program
-#: waits for those first); on again once the farm can keep a held worker out of dispatch
-SUBSET_GROUPS = False
+#: on: a group task holds its workers for the executor's lifetime, alone (the shared
+#: pool's submit rounds are ``exclusive``: nothing is queued behind it; without that,
+#: other executors' tasks waited on it and mpi4py's test_multiple_executors hung)
+SUBSET_GROUPS = True
 _tags = itertools.count()
 _reserved_lock = threading.Lock()
 _reserved = 0   # launched workers held by the groups of this process's executors
