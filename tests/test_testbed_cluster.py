@@ -195,6 +195,39 @@ def test_batch_template_runs_unchanged_on_the_test_bed(bed2, tmp_path, scheduler
     assert set(glob.glob(shims)) <= before, "the job's shim directory outlived it"
 
 
+SPAWNING = """
+import json, os, socket, sys
+from mpi4py import MPI
+from pyfw.futures import MPIPoolExecutor
+
+def where(x):
+    return socket.gethostname(), os.getpid()
+
+if __name__ == "__main__":
+    with MPIPoolExecutor() as ex:     # no max_workers: the allocation's universe decides
+        got = list(ex.map(where, range(40)))
+        out = {"workers": ex.num_workers, "universe": MPI.COMM_WORLD.Get_attr(MPI.UNIVERSE_SIZE),
+               "hosts": sorted({h for h, _ in got}), "pids": len({p for _, p in got})}
+    json.dump(out, open(sys.argv[1], "w"))
+"""
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "pbs"])
+def test_spawn_mode_in_a_batch_allocation_takes_its_universe(bed2, tmp_path, scheduler):
+    # mpiexec -n 1 in a (faked) Slurm/PBS job: MPIPoolExecutor() spawns universe - 1
+    # workers over the allocation's nodes, as mpi4py's rule says
+    prog, out, job = tmp_path / "prog.py", tmp_path / "out.json", tmp_path / "job.sh"
+    prog.write_text(SPAWNING)
+    job.write_text(f"#!/bin/bash\nmpiexec -n 1 {sys.executable} {prog} {out}\n")
+    res = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}c2", "job",
+                          "--timeout", "120", "--scheduler", scheduler, str(job)],
+                         capture_output=True, text=True, timeout=150, env=_env(), cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    got = json.loads(out.read_text())
+    assert got["universe"] >= 4 and got["workers"] == got["universe"] - 1, got
+    assert got["pids"] == got["workers"] and got["hosts"] == [f"{P}c2-0", f"{P}c2-1"], got
+
+
 def test_two_level_farm_on_real_nodes_and_its_sub_master_killed(bed2, tmp_path):
     # node A: master 0 + direct worker 1; node B: sub-master 2 (lowest rank) + worker 3
     hier = os.path.join(HERE, "hier_job.py")
