@@ -239,7 +239,8 @@ class Farm:
         finishes early would otherwise wait a round trip for its next task). ``ranks``:
         multi-rank tasks, as in :meth:`map`. ``exclusive=True``: each task holds its
         rank(s) alone while it runs, a single-rank one too (nothing is queued behind it on
-        its worker): for tasks that last as long as something else does.
+        its worker): for tasks that last as long as something else does. (In a two-level
+        farm a single-rank one sent behind a sub-master is an ordinary task of its node.)
         """
         state = self._start(tasks_or_fn, iterables, name, policy, chunksize, window, star,
                             total, ranks)
