@@ -208,8 +208,7 @@ COMPARE_SEEDS = (1, 2, 11, 16, 19)
 def kernel_run(root, heuristic, seeds):
     """Run in a child process: the serial solves of the compare section with the code of
     checkout ``root``; prints one RESULT line."""
-    sys.path.insert(0, root)
-    import apps.rubik as rubik
+    import apps.rubik as rubik    # root's: the parent puts it first on PYTHONPATH
     if not os.path.abspath(rubik.__file__).startswith(os.path.abspath(root) + os.sep):
         raise RuntimeError(f"imported {rubik.__file__}, not the code of {root}")
     from apps.rubik import Cube, Heuristic, Solver
@@ -245,7 +244,9 @@ def bench_compare(before, heuristics, seeds, repeats):
                 cmd = [sys.executable, os.path.abspath(__file__), "--kernel-run",
                        trees[which], "--heuristic", h, "--compare-seeds",
                        ",".join(map(str, seeds if h == "nx" else ()))]
-                p = subprocess.run(cmd, capture_output=True, text=True, cwd="/",
+                env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                    filter(None, [trees[which], os.environ.get("PYTHONPATH")])))
+                p = subprocess.run(cmd, capture_output=True, text=True, cwd="/", env=env,
                                    timeout=1800)
                 line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
                 if not line:
