@@ -9,6 +9,9 @@ MODE ``kill`` (ULFM): group rank 1 of task 3 SIGKILLs itself inside the task, on
 MODE ``killmix`` (ULFM): widths 1-3, every task a loop of allreduces; the last member of
 task 4 (width 2) and the root of task 8 (width 3) SIGKILL themselves between two of them,
 once each.
+MODE ``joinkill`` (ULFM): world rank 2 dies as it is about to join its first group's
+communicator (after its partner has entered the call that cannot be cancelled); 10
+two-rank tasks, then 20 more.
 MODE ``nodemode``: a two-level farm (``hierarchy="node"``, nodes of PYFW_FARM_NODE_SIZE
 ranks): 24 tasks of widths 1 and 2, with a member killed once under ULFM if KILL is set.
 MODE ``journal``: 12 two-rank tasks with a result journal; task 7 fails the first run.
@@ -99,6 +102,12 @@ def main():
         if mode == "journal" else None
     out = {}
     hierarchy = "node" if mode == "nodemode" else "flat"
+    if mode == "joinkill" and WORLD == 2:
+        from pyfw.farm import worker
+
+        def die_before_joining(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGKILL)
+        worker._create_watched = die_before_joining
     with pyfw.Farm(MPI.COMM_WORLD, on_error=on_error, journal=journal,
                    hierarchy=hierarchy) as farm:
         if not farm.is_master:
@@ -125,6 +134,11 @@ def main():
             out["after"] = list(farm.map(pow, range(6), [2] * 6))
         elif mode == "kill":
             out["values"] = list(farm.map(kill_one, range(10), ranks=2))
+            out["after"] = list(farm.map(pow, range(6), [2] * 6))
+            out["alive"] = farm.num_workers
+        elif mode == "joinkill":
+            out["values"] = list(farm.map(members, range(10), ranks=2))
+            out["more"] = list(farm.map(members, range(10, 30), ranks=2))
             out["after"] = list(farm.map(pow, range(6), [2] * 6))
             out["alive"] = farm.num_workers
         elif mode == "killmix":

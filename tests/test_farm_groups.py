@@ -185,6 +185,22 @@ def test_a_member_killed_mid_task_loses_nothing_and_duplicates_nothing(tmp_path)
     assert got["alive"] == 3
 
 
+@pytest.mark.launch
+def test_a_member_dying_before_it_joins_its_group_leaves_no_rank_waiting(tmp_path):
+    """Rank 2 dies on its way into the group's communicator call; its partner, rank 1,
+    already in that call (which MPI can neither cancel nor time out), sees the death and
+    leaves like a killed rank instead of waiting for ever; meanwhile the master gives it
+    no new group (whose members would be lost with it). The job ends, every task once,
+    the last ones on the two ranks left."""
+    out, res, _ = _job(tmp_path, "joinkill", n=5, ft=True)    # asserts it did not time out
+    got = _results(out, res)
+    assert [v["x"] for v in got["values"] + got["more"]] == list(range(30))
+    for v in got["values"] + got["more"]:
+        assert v["size"] == 2 and v["sum"] == 20 * v["x"] + 1
+        assert not {1, 2} & set(v["ranks"]), v
+    assert got["after"] == [x * x for x in range(6)]
+
+
 def _check_killmix(got, workers):
     # every task once, from a whole group of its width: 10 allreduces of x over k ranks
     assert got["values"] == [[x, 1 + x % 3, 10 * x * (1 + x % 3)] for x in range(16)]

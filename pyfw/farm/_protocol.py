@@ -61,6 +61,8 @@ from typing import Any, NamedTuple
 WORK = 11
 CTRL = 12
 DONE = 13
+#: never sent: a worker probes for it only to make MPI progress (worker._create_watched)
+WATCH = 14
 
 OK, ABORTED, DROPPED, PARTIAL, RELEASED = "ok", "aborted", "dropped", "partial", "released"
 PARTIAL_EVERY = 0.05

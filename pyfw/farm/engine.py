@@ -242,6 +242,7 @@ class Engine(EngineCore):
                 self._on_ctrl(msg, src)
 
     def _on_ctrl(self, msg, src) -> None:
+        self.groups.heard_from(src)
         kind, a = P.read_ctrl(msg)
         w = self.workers.get(src)
         if w is None:
@@ -263,6 +264,7 @@ class Engine(EngineCore):
             w.stats.width = a["ranks"]
 
     def _on_done(self, msg, src) -> None:
+        self.groups.heard_from(src)
         reply = P.read_done(msg)
         cid, rid, ids, values, errors, stats, status = reply
         w = self.workers[src]

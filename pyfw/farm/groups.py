@@ -123,12 +123,22 @@ class Groups:
         self.groups: dict[int, Group] = {}
         self.member_of: dict[int, Group] = {}    # rank -> its group
         self.reserved: set[int] = set()
+        #: members of a group that lost a member before they answered for its task: no
+        #: work until they do (one may be stuck making the group's communicator, and then
+        #: leaves: pyfw.farm.worker._create_watched; a new group with it would lose its
+        #: other members too)
+        self.settling: set[int] = set()
         #: which workers may join a group (a sub-master of a two-level farm may not)
         self.eligible: Callable[[WorkerRecord], bool] = lambda w: True
 
     def busy(self, w: WorkerRecord) -> bool:
-        """True if ``w`` may not take single-rank work now (in a group, or reserved)."""
-        return w.rank in self.member_of or w.rank in self.reserved
+        """True if ``w`` may not take single-rank work now (in a group, reserved, or not yet
+        heard from since its group lost a member)."""
+        return w.rank in self.member_of or w.rank in self.reserved or w.rank in self.settling
+
+    def heard_from(self, rank: int) -> None:
+        """``rank`` sent a message: it is out of whatever its failed group left it in."""
+        self.settling.discard(rank)
 
     # ---------------------------------------------------------------- dispatch
     def dispatch(self, rounds, now: float) -> bool:
@@ -180,7 +190,8 @@ class Groups:
             if g.chunk is None and g.width == k:
                 return g
         free = [w for w in self.core.alive_workers()
-                if w.rank not in self.member_of and self.eligible(w)]
+                if w.rank not in self.member_of and w.rank not in self.settling
+                and self.eligible(w)]
         if any(not w.hello for w in free):
             return None          # where every worker runs is not known yet
         per_host: dict[str, int] = {}
@@ -320,9 +331,12 @@ class Groups:
         handled as lost) if any."""
         g = self.member_of.get(rank)
         self.reserved.discard(rank)
+        self.settling.discard(rank)
         if g is None:
             return []
         chunk = g.chunk
         g.chunk = None
+        if chunk is not None:
+            self.settling.update(m for m in chunk.group.waiting if m != rank)
         self.dissolve(g, failed=True)
         return [chunk] if chunk is not None else []

@@ -13,6 +13,7 @@ import functools
 import os
 import pickle
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -331,6 +332,60 @@ class WorkerLoop:
                 self.idle += clock() - t0
 
 
+#: a group's communicator normally takes about a millisecond: only a call still waiting
+#: after this long (s) is watched, then every GROUP_WATCH_S
+GROUP_QUIET_S = 1.0
+GROUP_WATCH_S = 0.25
+
+
+def _create_watched(mpi: MPI.Intracomm, sub: MPI.Group, gid: int, members: list[int]):
+    """``Create_from_group`` of ``sub`` while a thread watches the members: if one of them
+    is known dead before the call returns, the call never will, and this rank leaves the
+    farm as a killed rank does (the master runs its tasks elsewhere, and gives a member of
+    a failed group no new work before it has answered: pyfw.farm.groups). The watcher
+    drives MPI's progress (an ``Iprobe``) so that the failure is learnt while this thread
+    is blocked; that needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default), without which the
+    call is made unwatched. Open MPI may crash this rank instead (SIGSEGV in
+    ``ompi_comm_revoke_local``: it revokes the communicator still being made); either way
+    the rank is gone and nothing waits for ever."""
+    tag = f"pyfw.farm.{gid}"
+    if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+        return MPI.Intracomm.Create_from_group(sub, tag, MPI.INFO_NULL, MPI.ERRORS_RETURN)
+    done = threading.Event()
+
+    def dead_members() -> list[int]:
+        try:
+            mpi.Iprobe(MPI.ANY_SOURCE, P.WATCH)
+        except MPI.Exception:
+            pass       # a failure not yet acknowledged: Get_failed names it
+        failed, everyone = mpi.Get_failed(), mpi.Get_group()
+        try:
+            n = failed.Get_size()
+            known = MPI.Group.Translate_ranks(failed, list(range(n)), everyone) if n else []
+        finally:
+            failed.Free()
+            everyone.Free()
+        return sorted(set(members) & set(known))
+
+    def watch():
+        if done.wait(GROUP_QUIET_S):
+            return
+        while not done.wait(GROUP_WATCH_S):
+            dead = dead_members()
+            if dead and not done.is_set():
+                exitguard.leave(f"rank {dead[0]} of group {gid} died before the group's "
+                                f"communicator was made, and MPI cannot cancel the call "
+                                f"the other members wait in")
+
+    watcher = threading.Thread(target=watch, name=f"pyfw-group-{gid}", daemon=True)
+    watcher.start()
+    try:
+        return MPI.Intracomm.Create_from_group(sub, tag, MPI.INFO_NULL, MPI.ERRORS_RETURN)
+    finally:
+        done.set()
+        watcher.join()
+
+
 _RELEASE_CLASSES = {getattr(MPI, name) for name in
                     ("ERR_REVOKED", "ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING")
                     if hasattr(MPI, name)}
@@ -347,15 +402,17 @@ def _make_group(mpi: MPI.Intracomm, gid: int, members: list[int]) -> MPI.Intraco
     a death first then fails at once while the others wait in the call for ever (seen on the
     test bed: survivors of a killed member stuck, or groups formed and refused in a loop).
     ``Create_from_group`` needs only the members; the gid, unique to its master and never
-    reused (pyfw.farm.groups), makes its tag unique.
+    reused (pyfw.farm.groups), makes its tag unique. But it cannot be cancelled, and it has
+    no timeout (PRRTE ignores ``mpi_pmix_connect_timeout`` there): a member that dies before
+    it joins leaves the others in the call for ever. :func:`_create_watched` turns that into
+    a death of each waiting member, which the farm survives.
     """
     group = mpi.Get_group()
     try:
         sub = group.Incl(members)
         try:
             if ULFM:
-                gcomm = MPI.Intracomm.Create_from_group(sub, f"pyfw.farm.{gid}", MPI.INFO_NULL,
-                                                        MPI.ERRORS_RETURN)
+                gcomm = _create_watched(mpi, sub, gid, members)
             else:
                 gcomm = mpi.Create_group(sub, gid % 32000)
         finally:
