@@ -317,6 +317,37 @@ def rubik_speedup(d):
     return "\n\n".join(out)
 
 
+def rubik_batch(d):
+    res = d["results"]
+    names = {"batch": f"one batch on {d['workers']} workers", "launches":
+             f"one launch per cube, {d['workers']} workers each", "serial": "serial batch"}
+    rows = [[names[k], f"{r['seconds']:.0f}", _g(r["cubes_per_second"]),
+             _g(r["cubes_per_second_per_core"]), r["cores"],
+             _g(r.get("nodes_per_second")) if "nodes_per_second" in r else "–",
+             _g(r["busy_fraction"]) if "busy_fraction" in r else "–"]
+            for k, r in res.items() if k in names]
+    lengths = res.get("batch", res.get("serial", {})).get("lengths", {})
+    out = [f"{d['cubes']} cubes, `Cube.random({d['seeds'][0]}..{d['seeds'][1]})`, heuristic "
+           f"{d['heuristic']}; lengths {lengths}. Whole-command wall times."
+           + (f" {d['note']}." if d.get("note") else ""),
+           _table(["mode", "wall s", "cubes/s", "cubes/s per core", "cores",
+                   "nodes/s per worker", "workers busy"], rows)]
+    ratios = []
+    if "batch" in res and "launches" in res:
+        ratios.append(f"batch / one launch per cube: "
+                      f"{_g(res['launches']['seconds'] / res['batch']['seconds'])}x faster")
+    if "batch_efficiency" in res:
+        ratios.append(f"batch efficiency against {d['workers']} x the serial rate: "
+                      f"{_g(res['batch_efficiency'])} (goal >= 0.9)")
+    if ratios:
+        out.append("; ".join(ratios) + ".")
+    out.append("Published figures of other solvers, on other CPUs (not measured here): "
+               + "; ".join(f"{p['solver']}, {p['threads']} threads: "
+                           f"{_g(p['cubes_per_second'])} cubes/s"
+                           for p in d["published_other_cpus"]) + ".")
+    return "\n\n".join(out)
+
+
 def _solves(res):
     """A launch's solve seconds: the median, and [min–max] where it solved repeatedly."""
     runs = res.get("runs", [])
@@ -375,6 +406,8 @@ SECTIONS = [
      "python benchmarks/rubik_bench.py --publish", rubik_bench),
     ("Rubik: two workers against one on random cubes", "rubik_speedup.json",
      "python benchmarks/rubik_speedup.py --publish", rubik_speedup),
+    ("Rubik: batches of cubes against one launch per cube", "rubik_batch*.json",
+     "python benchmarks/rubik_batch.py --cubes N --publish", rubik_batch),
     ("Memory contention between two busy cores", "memory_contention.json",
      "python benchmarks/memory_contention.py --publish", memory_contention),
     ("Uneven clusters on the multi-node test bed", "testbed_farm.json",
