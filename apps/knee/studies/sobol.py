@@ -43,6 +43,7 @@ from pyfw.monitor.results import machine
 from . import ensemble
 from .common import add_grid_options, add_output_options, keep_leg, output_dir, request
 from .sensitivity import parameters
+from .surrogate import fit_quality
 
 POINT = "suprapatellar_pouch"
 MINUTE = "90"
@@ -84,12 +85,12 @@ def samples(problem, n, seed=0):
     return sobol_sample.sample(problem, n, calc_second_order=False, scramble=True, seed=seed)
 
 
-def analyse(problem, y, seed=0):
+def analyse(problem, y, seed=0, resamples=1000):
     """First- and total-order indices with their 95 % half-widths (SALib's estimators:
     Saltelli 2010 first order, Jansen total order; bootstrap intervals)."""
     from SALib.analyze import sobol as sobol_analyze
     si = sobol_analyze.analyze(problem, np.asarray(y, dtype=float), calc_second_order=False,
-                               conf_level=0.95, num_resamples=1000, seed=seed,
+                               conf_level=0.95, num_resamples=resamples, seed=seed,
                                print_to_console=False)
     return {k: np.asarray(si[k], dtype=float).tolist() for k in ("S1", "S1_conf", "ST",
                                                                  "ST_conf")}
@@ -117,6 +118,56 @@ def n_for_target(n, si, target=TARGET_WIDTH):
     widest = max(max(w) for w in widths(si).values())
     need = n * (widest / target) ** 2
     return 1 << max(0, math.ceil(math.log2(max(need, 1.0))))
+
+
+def design(d, m, seed=0):
+    """``m`` draws in [0, 1]^d spread evenly (a scrambled Sobol sequence; ``m`` a power of
+    2): the runs a surrogate is fitted to."""
+    from scipy.stats import qmc
+    return qmc.Sobol(d, scramble=True, seed=seed).random(m)
+
+
+def surrogate_indices(problem, u, y, target=TARGET_WIDTH, refits=100, n_max=1 << 15,
+                      seed=0):
+    """Sobol indices of a surrogate fitted to runs ``y`` at draws ``u``
+    (:func:`.surrogate.select`), by SALib's estimators on ``N`` Saltelli draws of it, with
+    95 % intervals that hold both sources of doubt: the fit (the spread of the indices of
+    ``refits`` surrogates fitted to bootstrap resamples of the runs, at the same draws) and
+    the sampling at ``N`` (SALib's own bootstrap), combined as independent normal errors.
+    ``N`` doubles from 2^11 until every interval is narrower than ``target`` (or reaches
+    ``n_max``)."""
+    from . import surrogate
+    u, y = np.asarray(u, dtype=float), np.asarray(y, dtype=float)
+    fitted, tried = surrogate.select(u, y, seed=seed)
+    rng = np.random.default_rng(seed)
+    coefs = np.column_stack(
+        [surrogate.Surrogate.fit(u[i], y[i], fitted.knots, fitted.order).coef
+         for i in (rng.integers(0, len(y), len(y)) for _ in range(refits))])
+    d = problem["num_vars"]
+    n = 1 << 11
+    while True:
+        x = samples(problem, n, seed)
+        point = analyse(problem, fitted.predict(x), seed, resamples=200)
+        ys = surrogate.evaluate(x, fitted.knots, fitted.order, coefs)
+        boot = np.array([_point_estimates(problem, ys[:, b]) for b in range(refits)])
+        fit_half = np.std(boot, axis=0, ddof=1) * 1.959964
+        for k, key in ((0, "S1_conf"), (d, "ST_conf")):
+            point[key] = np.hypot(fit_half[k:k + d], point[key]).tolist()
+        widest = 2.0 * max(max(point["S1_conf"]), max(point["ST_conf"]))
+        if widest < target or n >= n_max:
+            return {"si": point, "n": n, "refits": refits, "knots": fitted.knots,
+                    "order": fitted.order, "terms": fitted.terms(), "bases_tried": tried,
+                    "model": fitted}
+        n *= 2
+
+
+def _point_estimates(problem, y):
+    """SALib's S1 and ST (concatenated) without its bootstrap (the refits give the
+    interval)."""
+    from SALib.analyze import sobol as sobol_analyze
+    si = sobol_analyze.analyze(problem, np.asarray(y, dtype=float), calc_second_order=False,
+                               num_resamples=2, seed=0, print_to_console=False)
+    return np.concatenate([si["S1"], si["ST"]])
 
 
 def knee_request(names, grid, minutes=90):
@@ -181,28 +232,61 @@ class Ishigami:
 
 
 def plot(d, out):
+    """The indices as bars with their 95 % intervals: the knee runs' (Saltelli N), and
+    beside them the surrogate's where the study fitted one (inputs in the same order)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    rows = d["table"]
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.8))
-    y = np.arange(len(rows))[::-1]
-    s1 = [r["S1"] for r in rows]
-    st = [r["ST"] for r in rows]
-    ax.barh(y + 0.18, s1, 0.36, xerr=[r["S1_ci"] / 2 for r in rows], color="tab:blue",
-            label="first order S1", capsize=2)
-    ax.barh(y - 0.18, st, 0.36, xerr=[r["ST_ci"] / 2 for r in rows], color="tab:red",
-            alpha=0.7, label="total order ST", capsize=2)
-    ax.set_yticks(y, [r["parameter"] for r in rows], fontsize=8)
-    ax.axvline(0, c="k", lw=0.8)
-    ax.set_xlabel(f"share of the variance of the {MINUTE}-min drop, "
-                  f"{POINT.replace('_', ' ')} (bars: 95 % CI)")
-    ax.set_title(f"knee model, Sobol indices (N = {d['n']}, {d['runs']} runs, "
-                 f"grid dx {d['grid'][1]} mm); sum S1 = {d['sum_S1']:.2f}", fontsize=10)
-    ax.legend(fontsize=8)
+    sg = d.get("surrogate")
+    panels = [(f"knee runs: N = {d['n']}, {d['runs']} runs; sum S1 = {d['sum_S1']:.2f}",
+               d["table"])]
+    if sg:
+        panels.append((f"surrogate of {sg['runs']} runs (held-out R$^2$ "
+                       f"{sg['held_out']['r2']:.3f}): N = {sg['n']}; sum S1 = "
+                       f"{sg['sum_S1']:.2f}", sg["table"]))
+    order = [r["parameter"] for r in panels[-1][1]]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 0.45 * len(order)
+                                                      + 1.8), sharey=True, squeeze=False)
+    y = np.arange(len(order))[::-1]
+    for ax, (title, table) in zip(axes[0], panels):
+        rows = {r["parameter"]: r for r in table}
+        rows = [rows[name] for name in order]
+        ax.barh(y + 0.18, [r["S1"] for r in rows], 0.36,
+                xerr=[r["S1_ci"] / 2 for r in rows], color="tab:blue",
+                label="first order S1", capsize=2)
+        ax.barh(y - 0.18, [r["ST"] for r in rows], 0.36,
+                xerr=[r["ST_ci"] / 2 for r in rows], color="tab:red", alpha=0.7,
+                label="total order ST", capsize=2)
+        ax.axvline(0, c="k", lw=0.8)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(f"share of the variance of the {MINUTE}-min drop, "
+                      f"{POINT.replace('_', ' ')} (bars: 95 % CI)", fontsize=8)
+        ax.legend(fontsize=8)
+    axes[0][0].set_yticks(y, order, fontsize=8)
+    fig.suptitle(f"knee model, Sobol indices (grid dx {d['grid'][1]} mm)", fontsize=10)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "sobol.png"), dpi=110)
     plt.close(fig)
+
+
+def _surrogate_section(problem, names, ends, u_fit, y_fit, x_test, y_test, seed):
+    """The surrogate's indices (fitted to the runs at ``u_fit``) and how well it predicts
+    the Saltelli runs ``x_test``, which it was not fitted to."""
+    s = surrogate_indices(problem, u_fit, y_fit, seed=seed)
+    si, model = s.pop("si"), s.pop("model")
+    widest = max(max(v) for v in widths(si).values())
+    return {"runs": len(y_fit), **s, "table": table_of(names, ends, si),
+            "sum_S1": float(sum(si["S1"])),
+            "sum_interactions": float(sum(si["ST"]) - sum(si["S1"])),
+            "widest_ci": widest, "met": widest < TARGET_WIDTH,
+            "held_out": fit_quality(y_test, model.predict(x_test)),
+            "samples": np.asarray(u_fit).tolist(), "outputs": list(map(float, y_fit)),
+            "method": "a basis expansion (surrogate.py: hat functions per input, Legendre "
+                      "pair products; knots and order by 8-fold cross-validation) fitted to "
+                      "runs on a scrambled Sobol design; SALib's sobol.analyze on N Saltelli "
+                      "draws of it; 95 % CI: the spread of the indices of surrogates refitted to "
+                      "bootstrap resamples of the runs and SALib's bootstrap at N, combined as "
+                      "independent normal errors"}
 
 
 def main(argv=None):
@@ -212,19 +296,30 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=64,
                     help="base sample N (a power of 2): N * (d + 2) runs (default 64)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--surrogate", type=int, default=0, metavar="M",
+                    help="also fit a surrogate to M more runs (a power of 2, spread evenly "
+                         "over the inputs) and give its indices, with N doubled until every "
+                         "interval is under the target; the N * (d + 2) runs test it "
+                         "(default 0: none)")
     add_output_options(ap)
     a = ap.parse_args(argv)
-    if a.n < 2 or a.n & (a.n - 1):
-        ap.error(f"--n must be a power of 2, got {a.n}")
+    for opt, v in (("--n", a.n), ("--surrogate", a.surrogate)):
+        if (v < 2 and opt == "--n") or v & (v - 1):
+            ap.error(f"{opt} must be a power of 2, got {v}")
     out = output_dir(a)
     ensemble.set_ranks(a.ranks)
     grid = ["--dx", a.dx, "--shape", *a.shape]
     ends = parameters()
     names = list(ends)
     problem = problem_of(names)
-    print(f"{len(names)} inputs, N = {a.n}: {a.n * (len(names) + 2)} runs", flush=True)
+    print(f"{len(names)} inputs, N = {a.n}: {a.n * (len(names) + 2)} runs"
+          + (f", and {a.surrogate} for the surrogate" if a.surrogate else ""), flush=True)
     t0 = time.time()
     request_of = knee_request(names, grid)
+    u_fit = design(len(names), a.surrogate, a.seed) if a.surrogate else np.empty((0, 0))
+    # every run of the study at once: the farm schedules them together
+    ensemble.prefetch([request_of(r) for r in samples(problem, a.n, a.seed)]
+                      + [request_of(r) for r in u_fit])
     x, y, si = indices(problem, request_of, pouch_drop, a.n, a.seed)
     table = table_of(names, ends, si)
     w = widths(si)
@@ -251,13 +346,14 @@ def main(argv=None):
                    "the sensitivity study's ranges",
          "seconds": time.time() - t0,
          "samples": x.tolist(), "outputs": y.tolist()}
+    if a.surrogate:
+        y_fit = [pouch_drop(ensemble.result(request_of(r))) for r in u_fit]
+        d["surrogate"] = _surrogate_section(problem, names, ends, u_fit, y_fit, x, y, a.seed)
+        d["seconds"] = time.time() - t0
     with open(os.path.join(out, "sobol.json"), "w") as fh:
         json.dump(d, fh, indent=1)
     plot(d, out)
-    print(f"{'input':46s}    S1 (95% CI width)    ST (95% CI width)   ST-S1")
-    for r in table:
-        print(f"{r['parameter']:46s} {r['S1']:6.3f} ({r['S1_ci']:.3f})     {r['ST']:6.3f} "
-              f"({r['ST_ci']:.3f})     {r['interactions']:+.3f}")
+    _print_table(f"the knee runs, N = {a.n}", table)
     for m, dr, s1 in [(MINUTE, d["drop"], d["sum_S1"])] + [
             (m, v["drop"], v["sum_S1"]) for m, v in also.items()]:
         print(f"drop at {m} min: mean {dr['mean']:.2f} C, sd {dr['std']:.2f} C, "
@@ -267,8 +363,25 @@ def main(argv=None):
     print(f"widest 95 % CI {widest:.3f} (target < {TARGET_WIDTH}): "
           + ("met" if widest < TARGET_WIDTH else
              f"not met; about N = {d['n_for_target']} would meet it"))
+    if a.surrogate:
+        sg = d["surrogate"]
+        _print_table(f"the surrogate ({sg['runs']} runs, {sg['terms']} terms), N = {sg['n']}",
+                     sg["table"])
+        ho = sg["held_out"]
+        print(f"surrogate on the {len(y)} Saltelli runs it was not fitted to: rmse "
+              f"{ho['rmse']:.3f} C, R^2 {ho['r2']:.4f}; sum S1 {sg['sum_S1']:.3f}, "
+              f"interactions (sum ST - S1) {sg['sum_interactions']:+.3f}; widest 95 % CI "
+              f"{sg['widest_ci']:.3f}: " + ("met" if sg["met"] else "not met"))
     print(f"wrote {out}/sobol.json and .png")
     return 0
+
+
+def _print_table(title, table):
+    print(title)
+    print(f"{'input':46s}    S1 (95% CI width)    ST (95% CI width)   ST-S1")
+    for r in table:
+        print(f"{r['parameter']:46s} {r['S1']:6.3f} ({r['S1_ci']:.3f})     {r['ST']:6.3f} "
+              f"({r['ST_ci']:.3f})     {r['interactions']:+.3f}")
 
 
 if __name__ == "__main__":
