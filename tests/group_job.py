@@ -102,6 +102,9 @@ def main():
         if mode == "journal" else None
     out = {}
     hierarchy = "node" if mode == "nodemode" else "flat"
+    if os.environ.get("STUCK_GRACE"):     # the master's wait for members nothing releases
+        from pyfw.farm import groups
+        groups.STUCK_GRACE = float(os.environ["STUCK_GRACE"])
     if mode == "joinkill" and WORLD == 2:
         from pyfw.farm import worker
 
