@@ -51,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PUBLISHED = os.path.join(HERE, "results")
 T0_ENV = "PYFW_SCALE_T0"            # the launch's wall-clock time, for the ranks' marks
+DEPTH_ENV = "PYFW_SCALE_DEPTH"      # --pipeline-depth for the child (0: automatic)
 TESTBED_PREFIX = "h11"
 MARKS = ("proc", "main", "mpi4py", "mpi_init", "pyfw", "farm", "ready")
 
@@ -170,7 +171,8 @@ def child(out: str, durations: list[float], ideal: float, hierarchy: str, profil
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     prof = None
-    farm = Farm(world, hierarchy=hierarchy)
+    depth = int(os.environ.get(DEPTH_ENV, "0")) or None
+    farm = Farm(world, hierarchy=hierarchy, pipeline_depth=depth)
     mark("farm")
     role = "master" if farm.is_master else (
         "worker" if farm._layout is None else farm._layout.role(rank))
@@ -235,15 +237,20 @@ def _phase(farm, tau: float, ideal: float, prof) -> dict:
         prof.enable()
     cpu0, t0 = time.process_time(), time.perf_counter()
     n = 0
+    dup0 = farm.stats().get("duplicates", 0)
     for _ in farm.map(fn, range(tasks)):
         n += 1
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     if prof is not None:
         prof.disable()
+    st = farm.stats()
     return {"task_s": tau, "tasks": n, "wall_s": wall, "ideal_s": tasks * tau / workers,
             "master_cpu_s": cpu, "master_idle_s": eng.idle_master - idle0,
             "master_sent_msgs": int(sum(eng.comm.sent_msgs)) - msgs0[0],
-            "master_recv_msgs": int(sum(eng.comm.recv_msgs)) - msgs0[1]}
+            "master_recv_msgs": int(sum(eng.comm.recv_msgs)) - msgs0[1],
+            # how deep the pipeline went (the round trip it saw), and tail copies
+            "pipeline": st.get("pipeline"),
+            "duplicates": st.get("duplicates", 0) - dup0}
 
 
 # ----------------------------------------------------------------------------- driver
@@ -258,7 +265,8 @@ def parse_mode(mode: str) -> tuple[str, int | None]:
     raise ValueError(f"unknown mode {mode!r}: flat, node or nodeK")
 
 
-def launch_one(ranks: int, mode: str, durations, ideal, timeout, profile, bed=None) -> dict:
+def launch_one(ranks: int, mode: str, durations, ideal, timeout, profile, bed=None,
+               depth: int = 0) -> dict:
     """Run one (ranks, mode) launch; returns its summary (see :func:`summarize`)."""
     import tempfile
 
@@ -271,6 +279,7 @@ def launch_one(ranks: int, mode: str, durations, ideal, timeout, profile, bed=No
         from pyfw.testbed.netns import job_env
         env, extra = job_env(bed, env), launch_options(bed)
     env.pop("PYFW_FARM_NODE_SIZE", None)
+    env[DEPTH_ENV] = str(depth or 0)
     if node_size:
         env["PYFW_FARM_NODE_SIZE"] = str(node_size)
     fd, out = tempfile.mkstemp(suffix=".json")
@@ -408,6 +417,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=900.0, help="per launch (s)")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile the master's maps, a worker and a sub-master")
+    ap.add_argument("--pipeline-depth", type=int, default=0,
+                    help="chunks in flight per worker (Farm(pipeline_depth=...); default "
+                         "0: the farm's automatic depth)")
     ap.add_argument("--testbed", action="store_true",
                     help=f"on the test bed (prefix {TESTBED_PREFIX}, 8 nodes x 32 slots)")
     add_output_options(ap, PUBLISHED)
@@ -435,7 +447,8 @@ def main(argv=None) -> int:
                     load = os.getloadavg()[0]
                     print(f"{ranks} ranks, {mode}, repeat {rep + 1} (load {load:.1f}) ...",
                           flush=True)
-                    r = launch_one(ranks, mode, durations, a.ideal, a.timeout, a.profile, bed)
+                    r = launch_one(ranks, mode, durations, a.ideal, a.timeout, a.profile, bed,
+                                   a.pipeline_depth)
                     r["repeat"], r["load_before"] = rep, load
                     results.append(r)
                     print(table([r]).split("\n", 2)[2], flush=True)

@@ -260,22 +260,32 @@ def plot(d):
 ROLES = ("master", "submasters", "workers")
 
 
-def sleep_overshoot(tau: float, procs: int = 1, seconds: float = 1.0) -> float:
-    """How long a task of ``time.sleep(tau)`` lasts here while ``procs`` plain processes
-    (no MPI, no pyfw) sleep the same way on the shared cores: the median over them of their
-    own loop time per sleep (wake-ups wait for a core), the floor a farm's sleep task has."""
+def plain_sleepers(tau: float, procs: int = 1, seconds: float = 1.0) -> dict:
+    """``procs`` plain processes (no MPI, no pyfw) that ``time.sleep(tau)`` in a loop on the
+    shared cores, all at once: the median over them of their loop time per sleep
+    (``wall_s``: wake-ups wait for a core; the floor a farm's sleep task has) and of their
+    CPU time per sleep (``cpu_s``: what a wake-up costs here, before any messaging)."""
     import subprocess
     n = max(3, int(seconds / tau))
     code = (f"import sys, time\nsys.stdin.read(1)\nt0 = time.perf_counter()\n"
+            f"c0 = time.process_time()\n"
             f"for _ in range({n}): time.sleep({tau!r})\n"
-            f"print((time.perf_counter() - t0) / {n})\n")
+            f"print((time.perf_counter() - t0) / {n}, (time.process_time() - c0) / {n})\n")
     kids = [subprocess.Popen([sys.executable, "-S", "-c", code], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True) for _ in range(procs)]
     time.sleep(min(10.0, 0.5 + 0.02 * procs))     # every interpreter up and waiting
     for k in kids:
         k.stdin.write("x")
         k.stdin.flush()
-    return statistics.median(float(k.communicate()[0]) for k in kids)
+    got = [tuple(map(float, k.communicate()[0].split())) for k in kids]
+    return {"wall_s": statistics.median(g[0] for g in got),
+            "cpu_s": statistics.median(g[1] for g in got)}
+
+
+def sleep_overshoot(tau: float, procs: int = 1, seconds: float = 1.0) -> float:
+    """How long a task of ``time.sleep(tau)`` lasts here while ``procs`` plain processes
+    sleep the same way (:func:`plain_sleepers`)."""
+    return plain_sleepers(tau, procs, seconds)["wall_s"]
 
 
 def _family(mode: str) -> str:
@@ -395,8 +405,9 @@ def scale_main(paths, cores) -> dict:
     shares = sub_shares(rows)
     taus = sorted({r["task_s"] for r in rows})
     eff = {tau: sleep_overshoot(tau) for tau in taus}          # one sleeper: a cluster
-    floor = {(tau, p): sleep_overshoot(tau, p - 1) for tau in taus
-             for p in sorted({r["ranks"] for r in rows})}      # P - 1 sleepers on this box
+    sleepers = {(tau, p): plain_sleepers(tau, p - 1) for tau in taus
+                for p in sorted({r["ranks"] for r in rows})}   # P - 1 sleepers on this box
+    floor = {k: v["wall_s"] for k, v in sleepers.items()}
     checks = []
     for r in rows:
         p = predict_scale(fits, r["family"], r["task_s"], r["ranks"], r["tasks"], cores,
@@ -423,6 +434,9 @@ def scale_main(paths, cores) -> dict:
     return {"fits": fits, "sub_shares": shares,
             "tau_eff_s": {f"{t:g}": v for t, v in eff.items()},
             "tau_eff_shared_s": {f"{t:g}@{p}": v for (t, p), v in floor.items()},
+            # what a plain process's time.sleep(tau) costs in CPU beside P - 1 others: the
+            # floor under the workers' CPU per task
+            "sleep_cpu_shared_s": {f"{t:g}@{p}": v["cpu_s"] for (t, p), v in sleepers.items()},
             "checks": checks, "cluster_1024": cluster, "sources": list(paths)}
 
 

@@ -1,9 +1,12 @@
-"""Journal files, progress line, summary table, launcher flags."""
+"""Journal files, progress line, summary table, launcher flags, workers' priority."""
 import io
 import os
+import subprocess
+import sys
 
 import h5py
 import numpy as np
+import pytest
 
 from pyfw import launch
 from pyfw.farm.journal import Journal
@@ -106,3 +109,35 @@ def _fresh(tmp_path, name):
     d = tmp_path / name
     d.mkdir()
     return d
+
+
+YIELD_PROBE = """
+import os
+from pyfw.farm.worker import yield_to_schedulers
+before = os.nice(0)
+with yield_to_schedulers():
+    inside = os.nice(0)
+print(before, inside, os.nice(0))
+"""
+
+
+@pytest.mark.parametrize("local, knob, lowered", [
+    ("100000", None, True),      # far more ranks than cores: the worker yields
+    ("1", None, False),          # a core each: nothing changes
+    ("100000", "0", False),      # PYFW_WORKER_NICE=0 turns it off
+    (None, None, False),         # no launcher information: nothing changes
+])
+def test_workers_yield_to_the_master_only_on_an_oversubscribed_node(local, knob, lowered):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMPI_COMM_WORLD_LOCAL_SIZE", "PYFW_WORKER_NICE")}
+    if local is not None:
+        env["OMPI_COMM_WORLD_LOCAL_SIZE"] = local
+    if knob is not None:
+        env["PYFW_WORKER_NICE"] = knob
+    out = subprocess.run([sys.executable, "-c", YIELD_PROBE], env=env, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split()
+    before, inside, after = map(int, out)
+    from pyfw.farm.worker import WORKER_NICE
+    assert inside == min(19, before + WORKER_NICE) if lowered else inside == before
+    if os.geteuid() == 0:        # only a privileged process may raise its priority back
+        assert after == before

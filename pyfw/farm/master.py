@@ -19,7 +19,7 @@ from .policies import Pipeline, make_policy
 from .progress import Progress, format_summary
 from .task import Batch, Done, Task
 from .hierarchy import HIERARCHIES, layout, serve_submaster
-from .worker import Stop, Stopped, WorkerLoop, serve
+from .worker import Stop, Stopped, WorkerLoop, serve, yield_to_schedulers
 
 __all__ = ["Farm", "Round", "Batch"]
 
@@ -159,6 +159,13 @@ class Farm:
     def _serve(self) -> Stopped:
         """A worker's part: serve the master, a node's sub-master, or serve as one."""
         role = "worker" if self._layout is None else self._layout.role(self.rank)
+        if self._layout is not None:
+            # not in two-level farms: no gain measured there (yield_to_schedulers)
+            return self._serve_as(role)
+        with yield_to_schedulers():
+            return self._serve_as(role)
+
+    def _serve_as(self, role: str) -> Stopped:
         if role == "worker":
             return serve(self.comm, self.master, self._setup, self._setup_args)
         node = self._node
