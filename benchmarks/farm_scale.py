@@ -235,22 +235,21 @@ def _phase(farm, tau: float, ideal: float, prof) -> dict:
     idle0 = eng.idle_master
     if prof is not None:
         prof.enable()
+    dup0 = eng.duplicates
     cpu0, t0 = time.process_time(), time.perf_counter()
     n = 0
-    dup0 = farm.stats().get("duplicates", 0)
     for _ in farm.map(fn, range(tasks)):
         n += 1
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     if prof is not None:
         prof.disable()
-    st = farm.stats()
     return {"task_s": tau, "tasks": n, "wall_s": wall, "ideal_s": tasks * tau / workers,
             "master_cpu_s": cpu, "master_idle_s": eng.idle_master - idle0,
             "master_sent_msgs": int(sum(eng.comm.sent_msgs)) - msgs0[0],
             "master_recv_msgs": int(sum(eng.comm.recv_msgs)) - msgs0[1],
             # how deep the pipeline went (the round trip it saw), and tail copies
-            "pipeline": st.get("pipeline"),
-            "duplicates": st.get("duplicates", 0) - dup0}
+            "pipeline": farm.stats().get("pipeline"),
+            "duplicates": eng.duplicates - dup0}
 
 
 # ----------------------------------------------------------------------------- driver

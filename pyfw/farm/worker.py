@@ -488,16 +488,18 @@ def ranks_here() -> int | None:
 @contextlib.contextmanager
 def yield_to_schedulers():
     """Lower this worker's scheduling priority while it serves a flat farm, if its node runs
-    more ranks than it has cores. Then the operating system shares the cores evenly among every
-    runnable rank, and the master (or a sub-master), which every worker waits on, gets a
-    core only as often as each of them. Flat farm, 256 ranks on 2 cores, 10 ms tasks
+    more ranks than it has cores. Then the operating system shares the cores evenly among
+    every runnable rank, and the master, which every worker waits on, gets a core only as
+    often as each of them. Flat farm, 256 ranks on 2 cores, 10 ms tasks
     (benchmarks/farm_scale.py, 4 runs each): 1.99-2.45x the ideal time with the box 83-94 %
     busy, against 1.59-2.14x and 92-94 % busy with the workers at nice 10. Not in two-level
     farms, whose sub-masters would then poll at full priority beside niced node workers:
     node mode (blocks of 32) ran at 23.8 / 3.2 / 1.3x ideal on 1 / 10 / 100 ms tasks with
-    them niced, 19.1 / 2.7 / 1.9x without (one run each): no gain to take. Where every rank has its own core nothing changes. Put back afterwards where the system allows it
-    (raising a priority needs privileges)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    them niced, 19.1 / 2.7 / 1.9x without (one run each): no gain to take. The node's cores
+    are counted, not the ones this rank is bound to (a rank bound to a core of its own is
+    not oversubscribed). Where every rank has a core nothing changes. Put back afterwards
+    where the system allows it (raising a priority needs privileges)."""
+    cores = os.cpu_count()
     here = ranks_here()
     step = int(os.environ.get("PYFW_WORKER_NICE", WORKER_NICE))
     if step <= 0 or here is None or cores is None or here <= cores:
