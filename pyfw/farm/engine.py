@@ -278,6 +278,7 @@ class Engine(EngineCore):
             chunk = self.chunks.get(cid)
             if chunk is not None:
                 chunk.left -= len(ids)
+                chunk.t_mark = now
         else:
             chunk = self.chunks.pop(cid, None)
         if chunk is not None and status != P.PARTIAL:
@@ -286,7 +287,8 @@ class Engine(EngineCore):
             except ValueError:
                 pass
             if w.inflight and w.inflight[0].t_head == math.inf:
-                w.inflight[0].t_head = now  # it started when the one before it finished
+                # it started when the one before it finished
+                w.inflight[0].t_head = w.inflight[0].t_mark = now
         if stats is not None:
             st = P.read_stats(stats)
             n, busy, t_got, t_done = st.ntasks, st.busy_s, st.t_got, st.t_done
@@ -364,7 +366,11 @@ class Engine(EngineCore):
         if mean is None or not w.inflight:
             return 0.0
         head = w.inflight[0]
-        left = max(0.0, head.t_head + len(head.ids) * mean - now, head.left * mean * 0.5)
+        # counted from its last partial reply, not from its start: the error of ``mean``
+        # then spans a partial's worth of tasks, not a whole long chunk. No floor: a worker
+        # behind its forecast is due its next chunk, not held off by a stale count (a floor
+        # of half the last count kept every worker waiting for its next chunk; issue 41)
+        left = max(0.0, head.t_mark + head.left * mean - now)
         return left + sum(c.left for c in itertools.islice(w.inflight, 1, None)) * mean
 
     def _dispatch(self) -> bool:
@@ -499,7 +505,8 @@ class Engine(EngineCore):
         chunk = Chunk(cid, rnd, ids, items, w.rank, now)
         chunk.width = width
         if w.inflight:
-            chunk.t_head = math.inf  # becomes the head when the one before it comes back
+            # becomes the head when the one before it comes back
+            chunk.t_head = chunk.t_mark = math.inf
         try:
             self.comm.isend_bytes(data, w.rank, P.WORK)
         except PeerFailure as exc:
@@ -507,7 +514,7 @@ class Engine(EngineCore):
             self._lost(exc.ranks)
             return None
         if not w.inflight:
-            chunk.t_head = now
+            chunk.t_head = chunk.t_mark = now
         w.inflight.append(chunk)
         self.chunks[cid] = chunk
         return chunk

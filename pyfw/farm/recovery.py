@@ -170,7 +170,8 @@ class Recovery:
                 for pos, c in enumerate(other.inflight):
                     start = c.t_head if pos == 0 else t
                     start = now if start == math.inf else start
-                    end = start + c.left * mean
+                    mark = c.t_mark if pos == 0 and c.t_mark != math.inf else start
+                    end = mark + c.left * mean
                     if pos == 0:
                         end = max(end, now + (now - start))
                     t = end

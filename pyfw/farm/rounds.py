@@ -324,8 +324,8 @@ class RoundState:
 class Chunk:
     """One chunk of a round's tasks sent to one worker, until all its results are back."""
 
-    __slots__ = ("cid", "rnd", "ids", "items", "rank", "t_sent", "t_head", "twin", "left",
-                 "tries", "group", "width")
+    __slots__ = ("cid", "rnd", "ids", "items", "rank", "t_sent", "t_head", "t_mark", "twin",
+                 "left", "tries", "group", "width")
 
     def __init__(self, cid, rnd, ids, items, rank, now):
         self.cid, self.rnd, self.ids, self.items, self.rank = cid, rnd, ids, items, rank
@@ -333,7 +333,10 @@ class Chunk:
         attempts = rnd.attempts
         self.tries = {t: attempts[t] for t in ids if t in attempts} if attempts else None
         self.left = len(ids)  # tasks whose results have not come back yet
-        self.t_sent = self.t_head = now
+        # t_head: when the worker started it (inf while queued behind another); t_mark:
+        # when ``left`` was last counted (its start, then each partial reply), what the
+        # forecast of its end counts from
+        self.t_sent = self.t_head = self.t_mark = now
         self.twin = None
         self.group = None     # a multi-rank task: its GroupRun (pyfw.farm.groups)
         self.width = 1        # ranks per task (> 1: multi-rank tasks sent to a sub-master)

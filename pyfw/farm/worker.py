@@ -32,10 +32,11 @@ from .task import Context, run_items
 __all__ = ["serve", "Stop", "Stopped", "WorkerLoop"]
 
 #: between the tasks of a chunk, messages (cancel, skip) are looked for this often (s). A
-#: look after a task that slept costs ~50 us of CPU with cold caches on a shared box (issue
-#: 41), as much as the sleep itself; a task that calls ``ctx.cancelled()`` still looks
-#: every millisecond.
-CHUNK_CHECK_EVERY = 0.02
+#: look after a task that slept costs 15 us of CPU at 16 ranks and 47 us at 256 on the
+#: 2-core box, where caches are cold after every sleep (issue 41): at 20 ms it was the
+#: largest part of a worker's cost per 10 ms task there. A task that calls
+#: ``ctx.cancelled()`` still looks every millisecond.
+CHUNK_CHECK_EVERY = 0.1
 
 
 class Stop(enum.Enum):
