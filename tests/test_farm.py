@@ -15,6 +15,7 @@ import farm_tasks as ft
 from pyfw import (ConfigurationError, Farm, FarmBroken, RemoteTraceback, TaskError,
                   TaskSerializationError)
 from pyfw.farm import POLICIES
+from pyfw.farm import _protocol as P
 
 COMM = MPI.COMM_WORLD
 both = pytest.mark.parametrize("mode", [
@@ -346,3 +347,31 @@ def test_idle_workers_and_master_do_not_burn_a_core():
     master_share, worker_share = run_master(COMM, body)
     assert master_share < 0.3, f"idle master used {master_share:.0%} of a core"
     assert worker_share and max(worker_share.values()) < 0.4, worker_share
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_worker_gets_its_next_chunk_before_it_runs_dry():
+    """The master sends a worker's next chunk while the current one still runs (the lead
+    time before its forecast end), so workers do not wait a round trip between chunks. A
+    forecast floored at half a chunk held every next chunk back until the DONE came."""
+    def body(farm):
+        eng = farm.engine
+        on_done = eng._on_done
+        seen = []                      # per final DONE: did that worker hold another chunk?
+
+        def watched(msg, src):
+            on_done(msg, src)
+            reply = P.read_done(msg)
+            if reply.status == P.OK and any(r.has_pending() for r in eng.rounds.values()):
+                seen.append(len(eng.workers[src].inflight) > 0)
+        eng._on_done = watched
+        try:
+            out = list(farm.map(ft.sleepy, [0.02] * (12 * (COMM.size - 1)), chunksize=2))
+        finally:
+            eng._on_done = on_done
+        return len(out), seen
+
+    n, seen = run_master(COMM, body, tail_duplication=False)
+    assert n == 12 * (COMM.size - 1)
+    # chunks of 40 ms, lead time about a millisecond: all but the first few arrive ahead
+    assert len(seen) >= 3 and sum(seen) >= len(seen) // 2, seen
