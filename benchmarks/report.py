@@ -317,6 +317,11 @@ def rubik_speedup(d):
     return "\n\n".join(out)
 
 
+def farm_forecast_ab(d):
+    from farm_forecast_ab import report   # the benchmark's own table
+    return report(d)
+
+
 def rubik_batch(d):
     res = d["results"]
     names = {"batch": f"one batch on {d['workers']} workers", "launches":
@@ -383,6 +388,9 @@ SECTIONS = [
     ("Ensembles on the test bed, one node slowed", "ensemble_testbed.json",
      "python benchmarks/ensemble_peers.py --testbed ens --short 24 --long 0 --mixed 24 "
      "--publish", ensemble_testbed),
+    ("Farm: the next chunk sent before a worker runs dry (before / after, one launch)",
+     "farm_forecast_ab.json", "python benchmarks/farm_forecast_ab.py --publish",
+     farm_forecast_ab),
     ("Farm scaling model: flat vs two-level", "farm_scale_model.json",
      "python benchmarks/farm_scale_model.py --publish", farm_scale_model),
     ("Tuned collectives vs native MPI", "coll_osu.json",
