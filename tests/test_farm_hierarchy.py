@@ -22,6 +22,7 @@ from mpi4py import MPI
 
 from pyfw import Farm, launch
 from pyfw.errors import ConfigurationError
+from pyfw.farm import auto
 from pyfw.farm.hierarchy import AUTO_MIN_WORKERS, Layout, resolve
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,14 +67,41 @@ def test_a_sub_master_is_sized_as_the_ranks_it_stands_for():
     assert pol.chunk(node, 300, everyone, task_time=0.0125) == math.ceil(8 * 300 / 30)
 
 
-def test_auto_rule():
+def test_auto_rule_unmeasured_goes_by_worker_count():
     two_nodes = [0] * 200 + [200] * 200
-    assert resolve("auto", two_nodes, 0) == "node"
-    assert resolve("auto", [0] * 400, 0) == "flat"                       # one node
-    assert resolve("auto", [0] * 8 + [8] * 8, 0) == "flat"                # few workers
+    assert resolve("auto", two_nodes, 0)[0] == "node"
+    assert resolve("auto", [0] * 400, 0)[0] == "flat"                    # one node
+    assert resolve("auto", [0] * 8 + [8] * 8, 0)[0] == "flat"             # few workers
+    assert resolve("node", [0] * 8, 0) == ("node", "asked for")
     assert AUTO_MIN_WORKERS <= 400
     with pytest.raises(ConfigurationError):
         resolve("tree", [0, 0], 0)
+
+
+def test_auto_rule_follows_the_measured_flat_master_load():
+    # busy 0.3 with 64 workers: c*W/t scales with W, 0.7 is reached at about 150 workers
+    rec = {"workers": 64, "busy": 0.3}
+    assert auto.predicted_busy(rec, 128) == pytest.approx(0.6)
+    assert resolve("auto", [0] * 65 + [65] * 64, 0, rec)[0] == "flat"     # 128 workers
+    mode, why = resolve("auto", [0] * 100 + [100] * 100, 0, rec)           # 199 workers
+    assert mode == "node" and "0.30" in why and "0.93" in why
+    # a master measured nearly idle keeps 400 workers flat, against the count rule
+    idle = {"workers": 200, "busy": 0.05}
+    assert resolve("auto", [0] * 200 + [200] * 201, 0, idle)[0] == "flat"
+    assert resolve("auto", [0] * 400, 0, {"workers": 10, "busy": 0.9})[0] == "flat"  # 1 node
+
+
+def test_auto_records_a_flat_master_per_program(tmp_path):
+    path = str(tmp_path / "sub" / "auto.json")
+    assert auto.lookup("prog", path) is None                              # no file yet
+    load = {"busy": 0.42, "cpu_per_result_us": 7.5, "results": 1000, "wall_s": 2.0}
+    assert auto.remember(load, 63, "prog", path)
+    assert auto.remember(dict(load, busy=0.1), 15, "other", path)
+    rec = auto.lookup("prog", path)
+    assert rec["workers"] == 63 and rec["busy"] == 0.42 and rec["results_per_s"] == 500.0
+    open(path, "w").write("{not json")                                    # a damaged file
+    assert auto.lookup("prog", path) is None
+    assert not auto.remember(load, 63, "prog", str(tmp_path))            # a directory: no
 
 
 def test_bad_hierarchy_is_refused_and_serial_farm_stays_flat():
@@ -161,6 +189,23 @@ def test_contract_through_a_sub_master(tmp_path):
     assert f"the rows count {got['executions']:,} task runs" in head
     assert sum(int(r.split()[4]) for r in table) == got["executions"]
     assert [r.split()[2] for r in table] == ["worker", "sub-master", "via:2", "worker"]
+
+
+@pytest.mark.launch
+def test_auto_measures_a_flat_master_then_goes_two_level_where_it_would_be_busy(tmp_path):
+    cache = str(tmp_path / "farm_cache.json")     # (the job writes auto.json)
+    env = {auto.CACHE_ENV: cache}
+    got = _job(tmp_path, "auto", extra_env=env)           # 4 workers, never measured: flat
+    assert got["hierarchy"] == "flat" and "not measured" in got["reason"]
+    assert got["values"] == [x * x for x in range(1000)]
+    rec = auto.lookup(os.path.abspath(JOB), cache)         # its master, measured at close
+    assert rec["workers"] == 4 and 0 < rec["busy"] <= 2 and rec["cpu_per_result_us"] > 0
+    # a record of a master busy 0.9 with one worker: 3.6 predicted with 4, so two-level
+    auto.remember({"busy": 0.9, "results": 300, "wall_s": 1.0}, 1, os.path.abspath(JOB), cache)
+    got = _job(tmp_path, "auto", extra_env=env)
+    assert got["hierarchy"] == "node" and "3.60 predicted" in got["reason"]
+    assert got["values"] == [x * x for x in range(1000)]
+    assert auto.lookup(os.path.abspath(JOB), cache)["busy"] == 0.9   # node runs keep it
 
 
 @pytest.mark.launch

@@ -23,6 +23,7 @@ import time
 from ..comm import Backoff, Comm
 from ..errors import PeerFailure, TaskSerializationError
 from . import _protocol as P
+from . import auto
 from .core import EngineCore, WorkerRecord, summary_row
 from .groups import Group, GroupRun, Groups
 from .recovery import Recovery
@@ -91,6 +92,9 @@ class Engine(EngineCore):
         # the master process's own cost in the last round that ended: what tells whether
         # this master is the bottleneck (a flat master near busy 1 is; see docs/hierarchy.md)
         self.master_load: dict | None = None
+        # the busiest such round long enough to tell (auto.MIN_RESULTS, auto.MIN_WALL_S;
+        # what hierarchy="auto" decides by)
+        self.master_peak: dict | None = None
         for r in self.workers:
             self._post(P.ctrl("ping", time.perf_counter()), r)
 
@@ -122,6 +126,10 @@ class Engine(EngineCore):
                                 "cpu_s": round(cpu, 6),
                                 "cpu_per_result_us": round(1e6 * cpu / n, 3) if n else None,
                                 "busy": round(cpu / wall, 4) if wall > 0 else None}
+            load, peak = self.master_load, self.master_peak
+            if (n >= auto.MIN_RESULTS and wall >= auto.MIN_WALL_S and load["busy"] is not None
+                    and (peak is None or load["busy"] > peak["busy"])):
+                self.master_peak = load
         super().end_round(rnd)
 
     def cancel_round(self, rnd: RoundState, wait: bool = True, timeout: float = 30.0) -> None:

@@ -38,6 +38,7 @@ from mpi4py import MPI
 from ..comm import Backoff, Comm
 from ..errors import ConfigurationError, FarmBroken
 from . import _protocol as P
+from . import auto
 from .engine import Engine
 from .policies import make_policy
 from ._protocol import error_info
@@ -48,11 +49,10 @@ __all__ = ["HIERARCHIES", "layout", "Layout", "SubMaster", "AUTO_MIN_WORKERS"]
 
 HIERARCHIES = ("flat", "node", "auto")
 
-#: ``hierarchy="auto"`` goes two-level from this many workers on >= 2 nodes: a flat master
-#: spends 4.5-13 us of CPU per result on 1 ms tasks at 16-256 ranks (benchmarks/farm_scale.py,
-#: docs/hierarchy.md), so 1 ms tasks saturate it from about 75-220 workers, longer ones
-#: later. A farm's own figure is ``Farm.stats()["master_load"]`` (busy near 1: the master
-#: is the bottleneck); the layout is fixed when the farm is built, so it is not used here
+#: ``hierarchy="auto"`` on a program whose flat master was never measured (see
+#: :mod:`pyfw.farm.auto`) goes two-level from this many workers on >= 2 nodes: a flat master
+#: spends 4.5-28 us of CPU per result on 1 ms tasks at 16-256 ranks (benchmarks/farm_scale.py,
+#: docs/hierarchy.md), so 1 ms tasks saturate it from about 36-220 workers, longer ones later
 AUTO_MIN_WORKERS = 256
 
 #: a sub-master computes too, in chunks of about this long between its scheduling turns
@@ -109,29 +109,32 @@ def _node_ids(mpi: MPI.Intracomm) -> list[int]:
     return mpi.allgather(lowest)
 
 
-def resolve(hierarchy: str, node_of: list[int], master: int) -> str:
-    """``flat`` or ``node`` for a requested ``hierarchy`` on this layout (see
-    :data:`AUTO_MIN_WORKERS` for ``auto``)."""
+def resolve(hierarchy: str, node_of: list[int], master: int,
+            record: dict | None = None) -> tuple[str, str]:
+    """``(flat or node, why)`` for a requested ``hierarchy`` on this layout; ``auto`` decides
+    by ``record``, the program's measured flat-master load (:func:`pyfw.farm.auto.choose`)."""
     if hierarchy not in HIERARCHIES:
         raise ConfigurationError(f"hierarchy must be one of {HIERARCHIES}, got {hierarchy!r}")
     if hierarchy != "auto":
-        return hierarchy
-    nodes = len(set(node_of))
-    return "node" if nodes >= 2 and len(node_of) - 1 >= AUTO_MIN_WORKERS else "flat"
+        return hierarchy, "asked for"
+    return auto.choose(len(node_of) - 1, len(set(node_of)), record, AUTO_MIN_WORKERS)
 
 
 def layout(comm: Comm, master: int, hierarchy: str):
-    """Collective: ``(mode, Layout or None, node Comm or None)`` for this rank."""
+    """Collective: ``(mode, why, Layout or None, node Comm or None)`` for this rank."""
     node_of = _node_ids(comm.mpi)
-    mode = resolve(hierarchy, node_of, master)
+    record = None
+    if hierarchy == "auto":   # the master reads the record, so every rank decides alike
+        record = comm.mpi.bcast(auto.lookup() if comm.rank == master else None, root=master)
+    mode, why = resolve(hierarchy, node_of, master, record)
     if mode == "flat":
-        return mode, None, None
+        return mode, why, None, None
     lay = Layout(node_of, master)
     role = lay.role(comm.rank)
     color = lay.node_of[comm.rank] if role in ("submaster", "node-worker") else MPI.UNDEFINED
     node_mpi = comm.mpi.Split(color, comm.rank)
     node = Comm(node_mpi) if node_mpi != MPI.COMM_NULL else None
-    return mode, lay, node
+    return mode, why, lay, node
 
 
 class _Forward:

@@ -18,6 +18,7 @@ from .ordering import DEFAULT_WINDOW, InOrder, with_errors
 from .policies import Pipeline, make_policy
 from .progress import Progress, format_summary
 from .task import Batch, Done, Task
+from . import auto
 from .hierarchy import HIERARCHIES, layout, serve_submaster
 from .worker import Stop, Stopped, WorkerLoop, serve, yield_to_schedulers
 
@@ -68,8 +69,11 @@ class Farm:
     hierarchy: ``"flat"`` (default: the master talks to every worker), ``"node"`` (one
         sub-master per other node, found with ``COMM_TYPE_SHARED``, pulls work for its node
         and self-schedules its workers; see :mod:`pyfw.farm.hierarchy`) or ``"auto"``
-        (``node`` from 256 workers on two or more nodes). ``farm.hierarchy`` says which
-        was used. Every promise of the flat farm holds in both.
+        (on two or more nodes, ``node`` where this program's flat master, measured on an
+        earlier run and kept in ``$PYFW_FARM_CACHE``, would be busy 70 % of the time or
+        more at this worker count; unmeasured, from 256 workers; see
+        :mod:`pyfw.farm.auto`). ``farm.hierarchy`` says which was used,
+        ``farm.hierarchy_reason`` why. Every promise of the flat farm holds in both.
     """
 
     def __init__(self, comm=None, *, policy="adaptive", master: int = 0,
@@ -98,8 +102,11 @@ class Farm:
                                      f"{hierarchy!r}")
         self.comm = base.dup() if base.size > 1 else base
         self.hierarchy, self._layout, self._node = "flat", None, None
+        self.hierarchy_reason = "asked for" if hierarchy == "flat" else "two ranks or fewer"
+        self._auto = hierarchy == "auto"
         if hierarchy != "flat" and self.comm.size > 2:
-            self.hierarchy, self._layout, self._node = layout(self.comm, master, hierarchy)
+            self.hierarchy, self.hierarchy_reason, self._layout, self._node = layout(
+                self.comm, master, hierarchy)
         self._engine_options = dict(policy=policy, pipeline=pipeline, max_attempts=max_attempts,
                                     tail_duplication=tail_duplication)
         self.master = master
@@ -206,6 +213,9 @@ class Farm:
                 self._ticker.close(self.engine)
             if self.journal is not None:
                 self.journal.close()
+            peak = getattr(self.engine, "master_peak", None)
+            if self._auto and self.hierarchy == "flat" and peak is not None:
+                auto.remember(peak, self.size - 1)   # what the next auto farm decides by
             if self._summary:
                 print(format_summary(self.stats()), file=sys.stderr, flush=True)
 
@@ -344,7 +354,7 @@ class Farm:
                "workers": workers, "tasks": eng.completed,
                "executions": sum(w["computed_tasks"] if w.get("role") == "submaster"
                                  else w["tasks"] for w in workers),
-               "hierarchy": self.hierarchy,
+               "hierarchy": self.hierarchy, "hierarchy_reason": self.hierarchy_reason,
                "duplicates": eng.duplicates, "failures": eng.failures,
                "from_journal": self.journal.resumed if self.journal is not None else 0,
                "quarantined": [str(q) for q in eng.quarantined],
