@@ -141,3 +141,25 @@ def test_workers_yield_to_the_master_only_on_an_oversubscribed_node(local, knob,
     assert inside == min(19, before + WORKER_NICE) if lowered else inside == before
     if os.geteuid() == 0:        # only a privileged process may raise its priority back
         assert after == before
+
+
+def test_idle_workers_look_for_work_less_often_on_an_oversubscribed_node(monkeypatch):
+    from pyfw.farm import worker
+    monkeypatch.setattr(worker.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("OMPI_COMM_WORLD_LOCAL_SIZE", raising=False)
+    alone = worker.idle_backoff()                      # no launcher information: as always
+    assert alone.tmax == worker.IDLE_SLEEP_MAX and alone.spin > 0
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")     # a core per rank
+    assert worker.idle_backoff().tmax == worker.IDLE_SLEEP_MAX
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "8")     # 4 ranks a core: 4x longer
+    shared = worker.idle_backoff()
+    assert shared.tmax == pytest.approx(4 * worker.IDLE_SLEEP_MAX) and shared.spin == 0
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "256")   # capped
+    assert worker.idle_backoff().tmax == worker.IDLE_SLEEP_MAX_SHARED
+    # the sleeps still start short: work that comes soon is taken up soon
+    slept = []
+    monkeypatch.setattr("time.sleep", slept.append)
+    b = worker.idle_backoff()
+    for _ in range(20):
+        b.sleep()
+    assert slept[0] < 1e-5 and max(slept) == worker.IDLE_SLEEP_MAX_SHARED
