@@ -34,7 +34,7 @@ __all__ = ["serve", "Stop", "Stopped", "WorkerLoop"]
 #: between the tasks of a chunk, messages (cancel, skip, group) are looked for this often
 #: (s). A look after a task that slept costs 15 us of CPU at 16 ranks and 47 us at 256 on
 #: the 2-core box (cold caches; issue 41), but every 100 ms let death tests of two-level
-#: and group farms hang under load (3 of 34 runs against 0 of 28 at 20 ms): a race these
+#: and group farms hang under load (5 of 46 runs against 0 of 10 at 20 ms): a race these
 #: messages' timing exposes, not yet found. A task that calls ``ctx.cancelled()`` still
 #: looks every millisecond.
 CHUNK_CHECK_EVERY = 0.02
