@@ -5,18 +5,17 @@
                                           [--publish | --out DIR]
 
 Before: the master forecast the end of a worker's running chunk from the chunk's start with
-its whole length, floored at half the count of its last partial reply, and workers looked
-for cancel messages every 20 ms inside a chunk. After (the code as it is): the forecast
-counts from the last partial reply, no floor; the look stays at 20 ms (the published run of
-3f5e6c6 had it at 100 ms, since reverted: see pyfw.farm.worker.CHUNK_CHECK_EVERY). The floor held
-each worker's next chunk back until its DONE came, so every worker waited a round trip
-between chunks.
+its whole length, floored at half the count of its last partial reply. After (the code as it
+is): the forecast counts from the last partial reply, no floor. The floor held each
+worker's next chunk back until its DONE came, so every worker waited a round trip between
+chunks. (The run published at 3f5e6c6 also moved the workers' look for cancel messages
+from 20 to 100 ms on its "after" side; that was reverted, see
+``pyfw.farm.worker.CHUNK_CHECK_EVERY``, and both sides now run the code's own interval.)
 
 On a shared machine one launch against another varies more than the change (at 256 ranks
 on 2 cores the same code ran 1.57-2.11x ideal in consecutive launches), so both run in
 **one** launch: the master alternates maps of ``time.sleep(tau)`` tasks, before / after,
-``--repeats`` times each, switching its own forecast and the workers' look interval (the
-task carries it) between maps. Per map: makespan / ideal, the workers' CPU per task (each
+``--repeats`` times each, switching its own forecast between maps. Per map: makespan / ideal, the workers' CPU per task (each
 worker's process CPU from its first task of the map to its last) and how often a worker's
 chunk ended with its next one already there. Reports medians and min-max per side and the
 ratio after / before. Writes ``farm_forecast_ab.json`` (``--out DIR``; default
@@ -36,7 +35,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PUBLISHED = os.path.join(HERE, "results")
-SIDES = {"before": 0.02, "after": 0.02}    # side -> the workers' look interval (s)
 
 
 def _forecast_before(self, w, now):
@@ -52,10 +50,8 @@ def _forecast_before(self, w, now):
 CPU: dict = {}          # on a worker: map key -> [first CPU, last CPU, tasks]
 
 
-def sleep_task(key, check, tau, x):
-    """Sleep ``tau``; the worker's look interval follows the map's side; metered."""
-    from pyfw.farm import worker
-    worker.CHUNK_CHECK_EVERY = check
+def sleep_task(key, tau, x):
+    """Sleep ``tau``, metered under the map's ``key``."""
     cpu = time.process_time()
     rec = CPU.get(key)
     if rec is None:
@@ -93,14 +89,14 @@ def child(out: str, tau: float, ideal: float, repeats: int) -> None:
             eng._on_done = watched
             workers = farm.size - 1
             tasks = max(workers, round(ideal * workers / tau))
-            list(farm.map(functools.partial(sleep_task, "warm", SIDES["after"], tau),
+            list(farm.map(functools.partial(sleep_task, "warm", tau),
                           range(workers * 4)))
             for rep in range(repeats):
                 for side in (("before", "after") if rep % 2 == 0 else ("after", "before")):
                     Engine._outstanding = _forecast_before if side == "before" else after
                     ahead[:] = [0, 0]
                     key = f"{side}{rep}"
-                    fn = functools.partial(sleep_task, key, SIDES[side], tau)
+                    fn = functools.partial(sleep_task, key, tau)
                     t0 = time.perf_counter()
                     n = sum(1 for _ in farm.map(fn, range(tasks)))
                     wall = time.perf_counter() - t0

@@ -487,6 +487,16 @@ def ranks_here() -> int | None:
         return None
 
 
+def oversubscription() -> float | None:
+    """Ranks per core on this node where they outnumber its cores (the node's, not the ones
+    this rank is bound to: a rank bound to a core of its own is not oversubscribed); None
+    where every rank has a core or the launcher does not say."""
+    cores, here = os.cpu_count(), ranks_here()
+    if here is None or cores is None or here <= cores:
+        return None
+    return here / cores
+
+
 #: the longest sleep (s) of an idle worker between looks for work, with a core per rank
 IDLE_SLEEP_MAX = 1e-3
 #: ... and at most this on an oversubscribed node (see :func:`idle_backoff`)
@@ -501,10 +511,10 @@ def idle_backoff() -> Backoff:
     cores: 255 idle workers, about 5 us a look over TCP, 1.3 cores). A worker mostly has
     its next chunk queued already (the master sends it ahead), so the longer sleep delays
     only its first chunk and the tail's."""
-    cores, here = os.cpu_count(), ranks_here()
-    if here is None or cores is None or here <= cores:
+    per_core = oversubscription()
+    if per_core is None:
         return Backoff(tmax=IDLE_SLEEP_MAX)
-    return Backoff(tmax=min(IDLE_SLEEP_MAX_SHARED, IDLE_SLEEP_MAX * here / cores), spin=0.0)
+    return Backoff(tmax=min(IDLE_SLEEP_MAX_SHARED, IDLE_SLEEP_MAX * per_core), spin=0.0)
 
 
 @contextlib.contextmanager
@@ -517,14 +527,11 @@ def yield_to_schedulers():
     busy, against 1.59-2.14x and 92-94 % busy with the workers at nice 10. Not in two-level
     farms, whose sub-masters would then poll at full priority beside niced node workers:
     node mode (blocks of 32) ran at 23.8 / 3.2 / 1.3x ideal on 1 / 10 / 100 ms tasks with
-    them niced, 19.1 / 2.7 / 1.9x without (one run each): no gain to take. The node's cores
-    are counted, not the ones this rank is bound to (a rank bound to a core of its own is
-    not oversubscribed). Where every rank has a core nothing changes. Put back afterwards
+    them niced, 19.1 / 2.7 / 1.9x without (one run each): no gain to take. Where every rank
+    has a core nothing changes (:func:`oversubscription`). Put back afterwards
     where the system allows it (raising a priority needs privileges)."""
-    cores = os.cpu_count()
-    here = ranks_here()
     step = int(os.environ.get("PYFW_WORKER_NICE", WORKER_NICE))
-    if step <= 0 or here is None or cores is None or here <= cores:
+    if step <= 0 or oversubscription() is None:
         yield
         return
     os.nice(step)
