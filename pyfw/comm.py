@@ -31,7 +31,10 @@ from typing import Any
 
 from mpi4py import MPI
 
+from . import timerslack
 from .errors import CommTimeout, PeerFailure
+
+timerslack.restore()   # MPI is up: this rank's sleeps precise again (the launcher's start-up slack)
 
 __all__ = ["Comm", "Backoff", "DeferredSend", "testall", "waitall", "bound_finalize",
            "ANY_SOURCE", "ANY_TAG", "world", "ULFM"]
@@ -98,6 +101,7 @@ class Comm:
     """
 
     def __init__(self, mpi_comm: MPI.Intracomm | None = None):
+        timerslack.restore()   # when MPI_Init came after this module's import
         self.mpi = MPI.COMM_WORLD if mpi_comm is None else mpi_of(mpi_comm)
         self.rank = self.mpi.Get_rank()
         self.size = self.mpi.Get_size()

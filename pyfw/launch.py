@@ -34,6 +34,7 @@ from .jobguard import (JOB_TAG, STOP_GRACE, STOP_SIGNALS, TIMEOUT_STATUS,  # noq
 # the address check the runtimes make too; observe is a base module that names the dashboard
 # only as configuration, so the launcher does not depend on it
 from .observe import parse_address
+from . import timerslack
 
 __all__ = ["find_mpiexec", "mpiexec_argv", "mpi_env", "run", "supervise", "job_processes",
            "kill_job", "stop_message", "observe_env", "main", "STOP_GRACE", "TIMEOUT_STATUS"]
@@ -120,8 +121,10 @@ def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: b
     argv = mpiexec_argv(nprocs, command, ft=ft, extra=extra)
     full_env = mpi_env(env, nprocs)
     for attempt in range(launch_retries + 1):
-        result = supervise(argv, full_env, timeout=timeout, capture=capture, cwd=cwd,
-                           grace=grace, reraise=reraise)
+        # MPI_Init's wait loops on a node with many ranks per core: see pyfw.timerslack
+        with timerslack.raised_for_start(nprocs, full_env):
+            result = supervise(argv, full_env, timeout=timeout, capture=capture, cwd=cwd,
+                               grace=grace, reraise=reraise)
         if (result.timed_out or result.stopped_by or result.returncode == 0
                 or attempt == launch_retries
                 or not any(m in (result.stderr or "") for m in STARTUP_FAILURES)):
