@@ -301,8 +301,10 @@ def main():
     with Farm(MPI.COMM_WORLD, **kwargs) as farm:
         if farm.is_master:
             out = run(farm, mode)
-    if not farm.is_master:
-        open(f"{path}.rank{RANK}", "w").close()   # left the farm quietly
+    if not farm.is_master:   # left the farm quietly; says whether its finalize is bounded
+        from pyfw import comm
+        with open(f"{path}.rank{RANK}", "w") as fh:
+            fh.write("bounded" if comm._FINALIZE_BOUND else "unbounded")
         return
     with open(path, "w") as fh:
         json.dump(out, fh)

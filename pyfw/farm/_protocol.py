@@ -21,7 +21,9 @@ master -> worker, tag CTRL:
     ("ping", t)                         answer with ("pong", t)
     ("stop", reason or None, failed)    leave the serve loop (reason: the master's error;
                                         failed: ranks known dead, so the worker bounds its
-                                        MPI_Finalize, see pyfw.comm.bound_finalize)
+                                        MPI_Finalize, see pyfw.comm.bound_finalize; from a
+                                        sub-master: its node's dead, or else those its own
+                                        master named, in that master's numbering)
     ("group", gid, members)             make the group's communicator (members: farm ranks,
                                         the root first; collective over the members)
     ("ungroup", gid, failed)            the rank serves alone again; it frees the group's

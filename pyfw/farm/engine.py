@@ -196,10 +196,12 @@ class Engine(EngineCore):
         backoff.tmax = cap
         backoff.delay = min(backoff.delay, cap)
 
-    def shutdown(self, reason: str | None = None, also=()) -> None:
+    def shutdown(self, reason: str | None = None, also=(), failed_elsewhere=()) -> None:
         """Tell every live worker to leave its serve loop (``reason``: the master's error),
-        and the ranks ``also`` (workers the engine has not heard from yet)."""
-        failed = sorted(self.comm.failed)
+        and the ranks ``also`` (workers the engine has not heard from yet). The stop names
+        the ranks this engine saw die, or else ``failed_elsewhere`` (a sub-master passes on
+        those its master named), so that every worker bounds its ``MPI_Finalize``."""
+        failed = sorted(self.comm.failed) or list(failed_elsewhere)
         for rank in [w.rank for w in self.alive_workers()] + list(also):
             try:
                 self.comm.isend(P.ctrl("stop", reason, failed), rank, P.CTRL)

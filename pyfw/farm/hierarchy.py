@@ -369,10 +369,13 @@ class SubMaster(WorkerLoop):
         return False
 
     def close(self) -> None:
-        """Leaving the serve loop: the node's workers are told to stop too."""
+        """Leaving the serve loop: the node's workers are told to stop too, and of the
+        deaths the master knew of: a node worker that never talked to a dead rank must
+        still bound its MPI_Finalize (it waits for every rank of the job)."""
         try:
             stopped = self.stopped
-            self.engine.shutdown(None if stopped is None else stopped.detail)
+            self.engine.shutdown(None if stopped is None else stopped.detail,
+                                 failed_elsewhere=self.failed_elsewhere)
         except Exception:
             pass
 

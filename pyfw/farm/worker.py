@@ -66,6 +66,7 @@ class WorkerLoop:
         self.skipped: set[int] = set()
         self.current: tuple[int, int] | None = None  # (cid, rid) of the running chunk
         self.stopped: Stopped | None = None
+        self.failed_elsewhere: list[int] = []   # ranks the master's stop named dead
         self.idle = 0.0
         self.batch, self.batch_round = 1, None  # tasks per timed sub-batch (adaptive)
         if ctx is None:
@@ -117,6 +118,7 @@ class WorkerLoop:
             self.stopped = Stopped(Stop.FINISHED if reason is None else Stop.MASTER_ERROR,
                                    reason)
             if a["failed"]:   # ranks died in this job: finalize may block on them
+                self.failed_elsewhere = list(a["failed"])
                 bound_finalize()
 
     def drop(self, match) -> None:
