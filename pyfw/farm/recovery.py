@@ -156,38 +156,48 @@ class Recovery:
         run so far.
         """
         idle = [w for w in workers if not w.inflight]
+        if not idle:
+            return False
         known = sorted(x.stats.mean_recent for x in workers if x.stats.mean_recent is not None)
         typical = known[len(known) // 2] if known else None
+        # Every chunk that may be copied, with the time it is expected to need still, once
+        # per call (not once per idle worker: at 255 workers that was 6 ms a call at the
+        # tail of a map, while the master's replies waited).
+        candidates = []
+        for other in workers:
+            if not other.inflight:
+                continue
+            mean = other.stats.mean_recent or typical or 0.0
+            t = now
+            for pos, c in enumerate(other.inflight):
+                start = c.t_head if pos == 0 else t
+                start = now if start == math.inf else start
+                mark = c.t_mark if pos == 0 and c.t_mark != math.inf else start
+                end = mark + c.left * mean
+                if pos == 0:
+                    end = max(end, now + (now - start))
+                t = end
+                if (c.twin is not None or c.rnd.cancelled or not c.rnd.tail_duplication
+                        or c.group is not None or c.width > 1):
+                    continue
+                candidates.append((end - now, c))
+        if not candidates:
+            return False
+        candidates.sort(key=lambda lc: lc[0], reverse=True)
         sent = False
         for w in idle:
-            best, best_left = None, 0.0
             mine_per_task = w.stats.mean_recent or typical
-            for other in workers:
-                if other is w or not other.inflight:
-                    continue
-                mean = other.stats.mean_recent or typical or 0.0
-                t = now
-                for pos, c in enumerate(other.inflight):
-                    start = c.t_head if pos == 0 else t
-                    start = now if start == math.inf else start
-                    mark = c.t_mark if pos == 0 and c.t_mark != math.inf else start
-                    end = mark + c.left * mean
-                    if pos == 0:
-                        end = max(end, now + (now - start))
-                    t = end
-                    if (c.twin is not None or c.rnd.cancelled or not c.rnd.tail_duplication
-                            or c.group is not None or c.width > 1):
-                        continue
-                    left = end - now
-                    # a copy pays if it would finish here sooner than it finishes there
-                    mine = (mine_per_task if mine_per_task is not None else left) * c.left
-                    if left > mine and left > best_left:
-                        best, best_left = c, left
-            if best is None:
-                continue
-            pending = [(t, it) for t, it in zip(best.ids, best.items) if t not in best.rnd.done]
-            if pending and self._copy(best, w, pending, now):
-                sent = True
+            for left, c in candidates:   # the latest to finish first
+                if c.twin is not None:
+                    continue             # copied to an idle worker before this one
+                # a copy pays if it would finish here sooner than it finishes there
+                mine = (mine_per_task if mine_per_task is not None else left) * c.left
+                if left > mine:
+                    pending = [(t, it) for t, it in zip(c.ids, c.items)
+                               if t not in c.rnd.done]
+                    if pending and self._copy(c, w, pending, now):
+                        sent = True
+                    break
         return sent
 
 
