@@ -35,9 +35,9 @@ __all__ = ["serve", "Stop", "Stopped", "WorkerLoop"]
 #: (s). A look after a task that slept costs 15 us of CPU at 16 ranks and 47 us at 256 on
 #: the 2-core box (cold caches; issue 41). 256 ranks, flat, three alternating launches each:
 #: 1 ms tasks 11.1-11.5x ideal against 14.8-17.7x at 20 ms, 10 ms tasks 1.31-1.39 against
-#: 1.29-1.56. (At 100 ms death tests once hung in 1 of 10 runs under load: node workers of
-#: another node than the dead rank's did not bound MPI_Finalize; a sub-master passes the
-#: master's list of dead ranks on now, and 180 stressed runs passed.) A task that calls
+#: 1.29-1.56. (At 100 ms, death tests of two-level farms hung in 5 of 46 stressed runs: node
+#: workers of another node than the dead rank's did not bound MPI_Finalize; a sub-master
+#: passes its master's list of dead ranks on now, and 180 stressed runs passed.) A task that calls
 #: ``ctx.cancelled()`` still looks every millisecond.
 CHUNK_CHECK_EVERY = 0.1
 
