@@ -6,7 +6,29 @@ import os as _os
 _os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
-from .farm import Context, Done, Farm, Round, Task
 
 __version__ = "0.1.0"
 __all__ = ["Farm", "Round", "Task", "Context", "Done"] + list(_errors_all)
+
+#: the runtime's names, from pyfw.farm
+_FARM_NAMES = ("Farm", "Round", "Task", "Context", "Done")
+
+if any(_k in _os.environ for _k in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")):
+    # a rank under a launcher: importing pyfw initializes MPI, as it always has
+    from .farm import Context, Done, Farm, Round, Task
+else:
+    def __getattr__(name):
+        """A process started alone imports the runtime (mpi4py, MPI_Init: about a second)
+        only when a name of it is used: ``python -m apps.rubik`` on one core never is."""
+        import importlib.util
+        if name in _FARM_NAMES:
+            value = getattr(importlib.import_module(".farm", __name__), name)
+        elif importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            value = importlib.import_module(f".{name}", __name__)   # pyfw.comm, ...
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals()[name] = value
+        return value
+
+    def __dir__():
+        return sorted(set(globals()) | set(_FARM_NAMES))

@@ -6,6 +6,7 @@ per iteration and the per-worker load, or one JSON object with ``--json``.
 """
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -78,6 +79,23 @@ def parser():
     p.add_argument("--table-depth", type=int, help=argparse.SUPPRESS)  # truncated tables (tests)
     p.add_argument("--serial", action="store_true", help="do not use the farm even under mpiexec")
     return p
+
+
+#: variables a launcher (Open MPI's mpiexec, PMIx, PMI: Slurm, MPICH) sets for each rank
+LAUNCHER_ENV = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")
+
+
+class _Alone:
+    """The world of a process started without a launcher: one rank, MPI left alone (mpi4py
+    and ``MPI_Init`` take about a second of wall time and give one process nothing)."""
+    rank, size, mpi = 0, 1, None
+
+
+def _world():
+    if any(k in os.environ for k in LAUNCHER_ENV):
+        from pyfw.comm import world
+        return world()
+    return _Alone()
 
 
 def _cube(args):
@@ -167,8 +185,7 @@ def main(argv=None, out=None):
     if args.prove_depth is not None and not 0 <= args.prove_depth <= MAX_DEPTH:
         print(f"error: --prove-depth must be 0..{MAX_DEPTH}", file=sys.stderr)
         return 2
-    from pyfw.comm import world
-    comm = world()
+    comm = _world()
     if args.journal and not args.file:
         print("error: --journal goes with --file", file=sys.stderr)
         return 2

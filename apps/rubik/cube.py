@@ -111,23 +111,12 @@ class Cube:
         """Product ``self * b``: apply ``b`` after ``self``."""
         a = self
         cp = a.cp[b.cp]
-        oa = a.co[b.cp].astype(np.int16)
-        ob = b.co.astype(np.int16)
-        co = np.empty(8, np.int16)
-        for i in range(8):  # Kociemba's rule, mirrored twists are 3..5
-            x, y = oa[i], ob[i]
-            if x < 3 and y < 3:
-                o = (x + y) % 3
-            elif x < 3 <= y:
-                o = x + y
-                o = o - 3 if o >= 6 else o
-            elif x >= 3 > y:
-                o = x - y
-                o = o + 3 if o < 3 else o
-            else:
-                o = x - y
-                o = o + 3 if o < 0 else o
-            co[i] = o
+        x = a.co[b.cp].astype(np.int16)
+        y = b.co.astype(np.int16)
+        # Kociemba's rule, mirrored twists are 3..5: a mirrored x subtracts y; the product
+        # is mirrored if exactly one factor is
+        mx = x >= 3
+        co = np.where(mx, x - y, x + y) % 3 + 3 * (mx != (y >= 3))
         ep = a.ep[b.ep]
         eo = (a.eo[b.ep] + b.eo) % 2
         return Cube(cp, co, ep, eo, check=False)

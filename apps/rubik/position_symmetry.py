@@ -22,19 +22,19 @@ conjugates. Not every solution is found, so ``all_solutions`` searches do not pr
 import numpy as np
 
 from .cube import MOVE_CUBES, Cube
-from .symmetry import MIRR_LR2, ROT_F2, ROT_U4, ROT_URF3, conjugate
+from .symmetry import MIRR_LR2, ROT_F2, ROT_U4, ROT_URF3, inverse_table, conjugate
 
 
 def _closure(generators):
     identity = Cube.solved()
-    seen, out, todo = {identity}, [identity], [identity]
+    seen, out, todo = {identity.key()}, [identity], [identity]
     while todo:
         new = []
         for a in todo:
             for g in generators:
                 c = a * g
-                if c not in seen:
-                    seen.add(c)
+                if c.key() not in seen:
+                    seen.add(c.key())
                     out.append(c)
                     new.append(c)
         todo = new
@@ -44,11 +44,25 @@ def _closure(generators):
 #: the 48 symmetries of the cube (index 0 = identity)
 SYMS = _closure((ROT_URF3, ROT_F2, ROT_U4, MIRR_LR2))
 assert len(SYMS) == 48
-SYM_INV = tuple(next(j for j, t in enumerate(SYMS) if s * t == Cube.solved()) for s in SYMS)
-_MOVE_INDEX = {m: j for j, m in enumerate(MOVE_CUBES)}
-#: MOVE_CONJ[s, m] = the move S m S^-1
-MOVE_CONJ = np.array([[_MOVE_INDEX[s * m * SYMS[SYM_INV[i]]] for m in MOVE_CUBES]
-                      for i, s in enumerate(SYMS)], np.int64)
+SYM_INV = tuple(int(j) for j in inverse_table(SYMS))
+_MOVE_INDEX = {m.key(): j for j, m in enumerate(MOVE_CUBES)}
+
+
+def move_conj():
+    """:data:`MOVE_CONJ`: ``MOVE_CONJ[s, m]`` is the move ``S m S^-1``. Made at first use,
+    by a symmetric position's search (1,728 products: 15 ms of every start-up otherwise)."""
+    table = globals().get("MOVE_CONJ")
+    if table is None:
+        table = globals()["MOVE_CONJ"] = np.array(
+            [[_MOVE_INDEX[(s * m * SYMS[SYM_INV[i]]).key()] for m in MOVE_CUBES]
+             for i, s in enumerate(SYMS)], np.int64)
+    return table
+
+
+def __getattr__(name):
+    if name == "MOVE_CONJ":         # made at first use: see move_conj
+        return move_conj()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def stabilizer(cube):
@@ -81,7 +95,8 @@ class SymmetryFilter:
 
     def __init__(self, cube):
         self.symmetries = stabilizer(cube)
-        self._conj = MOVE_CONJ[list(self.symmetries)].tolist() if self.symmetries else []
+        self._conj = (move_conj()[list(self.symmetries)].tolist()
+                      if self.symmetries else [])
         self._kept = {}        # prefix -> verdict: every IDA* iteration walks the same top
 
     def __bool__(self):
@@ -115,7 +130,7 @@ def random_symmetric(seed, blocks=10, generators=1):
     pairs = [(a, b) for a in range(9) for b in range(9, 18) if a // 3 + 3 == b // 3]
     candidates = [(m,) for m in range(18)] + pairs
     while True:
-        conj = MOVE_CONJ[rng.integers(1, len(SYMS), generators)]
+        conj = move_conj()[rng.integers(1, len(SYMS), generators)]
         fixed = [b for b in candidates if all(sorted(c[list(b)]) == sorted(b) for c in conj)]
         if len({b[0] // 3 % 3 for b in fixed}) > 1:   # blocks of two axes at least
             break
@@ -126,5 +141,5 @@ def random_symmetric(seed, blocks=10, generators=1):
     return moves, Cube.from_moves(moves)
 
 
-__all__ = ["SYMS", "MOVE_CONJ", "stabilizer", "complete_blocks", "SymmetryFilter",
+__all__ = ["SYMS", "MOVE_CONJ", "move_conj", "stabilizer", "complete_blocks", "SymmetryFilter",
            "random_symmetric"]

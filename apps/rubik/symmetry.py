@@ -1,7 +1,7 @@
 """Cube symmetries: the 16 that keep the UD axis (D4h) and the URF-DBL 3-fold rotation.
 
 A symmetry S acts on a position C by conjugation, ``S * C * S^-1``. Conjugation maps face
-turns to face turns (checked at import), so it maps distances to distances; the
+turns to face turns (checked where a table of conjugated moves is made), so it maps distances to distances; the
 phase-1 heuristic (:mod:`.reid`) uses the 16 UD-preserving symmetries to shrink its table
 and the 3-fold rotation to look the same table up along the RL and FB axes.
 """
@@ -49,11 +49,14 @@ UD_SYMS = _ud_symmetries()
 N_UD_SYMS = 16
 
 
+_MOVE_INDEX = {m.key(): j for j, m in enumerate(MOVE_CUBES)}
+
+
 def _index_of_move(c):
-    for j, m in enumerate(MOVE_CUBES):
-        if m == c:
-            return j
-    raise AssertionError("a conjugated move is no face turn: symmetry tables are wrong")
+    j = _MOVE_INDEX.get(c.key())
+    if j is None:
+        raise AssertionError("a conjugated move is no face turn: symmetry tables are wrong")
+    return j
 
 
 def conjugate(c, s, s_inv=None):
@@ -61,17 +64,18 @@ def conjugate(c, s, s_inv=None):
     return s * c * (s.inverse() if s_inv is None else s_inv)
 
 
-def _inverse_table(syms):
-    out = []
-    for s in syms:
-        out.append(next(j for j, t in enumerate(syms) if (s * t) == Cube.solved()))
-    return np.array(out, np.int64)
+def inverse_table(syms):
+    """``out[i]``: the index of the inverse of ``syms[i]`` (checked: their product is the
+    identity)."""
+    index = {s.key(): j for j, s in enumerate(syms)}
+    out = np.array([index[s.inverse().key()] for s in syms], np.int64)
+    assert all((s * syms[j]).key() == Cube.solved().key() for s, j in zip(syms, out))
+    return out
 
 
-UD_SYM_INV = _inverse_table(UD_SYMS)
+UD_SYM_INV = inverse_table(UD_SYMS)
 
 
-#: UD_MOVE_CONJ[s, m] = the move s * m * s^-1
 def _ud_move_conj():
     t = np.empty((16, 18), np.int64)
     for i, s in enumerate(UD_SYMS):
@@ -81,7 +85,14 @@ def _ud_move_conj():
     return t
 
 
-UD_MOVE_CONJ = _ud_move_conj()
+
+def __getattr__(name):
+    """``UD_MOVE_CONJ[s, m]``, the move ``s * m * s^-1``: made at first use (the solver
+    does not use it; 576 products, 7 ms of every start-up otherwise)."""
+    if name == "UD_MOVE_CONJ":
+        globals()[name] = value = _ud_move_conj()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: the three axis frames: AXIS_SYMS[a] = ROT_URF3^a, AXIS_SYMS_INV[a] its inverse
 AXIS_SYMS = (Cube.solved(), ROT_URF3, ROT_URF3 * ROT_URF3)
