@@ -1,6 +1,7 @@
 """The solver's start-up (issue 40, item 3): a process started without a launcher leaves
 mpi4py (``MPI_Init``, about a second of wall time) and h5py alone; under mpiexec the farm
-path initialises MPI as before. ``benchmarks/rubik_startup.py`` measures the times."""
+path initialises MPI as before; only the command line's own process skips what
+:mod:`apps.rubik.startup` skips. ``benchmarks/rubik_startup.py`` measures the times."""
 import json
 import os
 import subprocess
@@ -54,22 +55,36 @@ def test_pyfw_alone_loads_its_runtime_on_first_use():
     assert proc.stdout.split() == ["[]", "pyfw.farm.master", "True", "True"]
 
 
+def test_the_command_line_is_told_from_the_interpreter_s_arguments():
+    from apps.rubik.startup import is_command_line
+    py = sys.executable
+    assert is_command_line([py, "-m", "apps.rubik", "--random", "1"], ["-m"])
+    assert is_command_line([py, "-X", "importtime", "-m", "pyfw.apps.rubik"], ["-m"])
+    assert is_command_line([py, "/venv/bin/pyfw-rubik"], ["/venv/bin/pyfw-rubik", "--file", "-"])
+    assert not is_command_line([py, "-m", "pytest", "apps.rubik"], ["pytest"])
+    assert not is_command_line([py, "-c", "import apps.rubik"], ["-c"])
+    assert not is_command_line([py, "-m", "apps.knee"], ["-m"])
+
+
 @pytest.mark.parametrize("command_line", [True, False])
-def test_only_the_command_line_pauses_gc_and_blas_threads(command_line):
+def test_only_the_command_line_skips_blas_threads_gc_and_scipy(command_line):
     # apps.rubik decides from the interpreter's own argv; emulate ``python -m apps.rubik``
     fake = "sys.orig_argv[:] = [sys.executable, '-m', 'apps.rubik']\n" if command_line else ""
     code = ("import gc, os, sys\n" + fake +
-            "import apps.rubik\n"
+            "import apps.rubik\n"              # loads kernels: numba probes for a BLAS
             "print(gc.isenabled(), gc.get_freeze_count() > 0, "
-            "os.environ.get('OPENBLAS_NUM_THREADS'))\n")
+            "os.environ.get('OPENBLAS_NUM_THREADS'), 'scipy.linalg' in sys.modules)\n"
+            "import scipy.linalg\n"            # anyone else's scipy import still works
+            "print(scipy.linalg.norm([3.0, 4.0]))\n")
     env = _alone_env()
     env.pop("OPENBLAS_NUM_THREADS", None)
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # collection back on after the imports either way; only the command line froze them
-    want = ["True", "True", "1"] if command_line else ["True", "False", "None"]
-    assert proc.stdout.split() == want
+    # collection is back on after the imports either way; only the command line froze them
+    want = (["True", "True", "1", "False"] if command_line
+            else ["True", "False", "None", "True"])
+    assert proc.stdout.split() == want + ["5.0"]
 
 
 @pytest.mark.launch

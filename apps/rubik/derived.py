@@ -18,13 +18,18 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = ("cube.py", "coords.py", "symmetry.py", "packing.py", "reid.py", "derived.py")
 
 
+_KEYS = []        # the key, once computed (a process reads several sets)
+
+
 def _key():
-    h = hashlib.blake2b(digest_size=10)
-    h.update(np.__version__.encode())
-    for name in SOURCES:
-        with open(os.path.join(_HERE, name), "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
+    if not _KEYS:
+        h = hashlib.blake2b(digest_size=10)
+        h.update(np.__version__.encode())
+        for name in SOURCES:
+            with open(os.path.join(_HERE, name), "rb") as f:
+                h.update(f.read())
+        _KEYS.append(h.hexdigest())
+    return _KEYS[0]
 
 
 def cached_arrays(name, build):

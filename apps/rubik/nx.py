@@ -73,14 +73,16 @@ def _sep_of_cp(cp):
     return int(SEP_OF_MASK[sum(1 << i for i in range(8) if cp[i] < 4)])
 
 
+def _seps_of_cps(cps):
+    """:func:`_sep_of_cp` of each permutation in the last axis of ``cps``."""
+    return SEP_OF_MASK[((cps < 4) << np.arange(8)).sum(axis=-1)]
+
+
 def sep_move_table():
     """sepm[k, m]: separation after move m (as ``Cube.apply``: new cp[i] = cp[move.cp[i]])."""
-    out = np.empty((N_SEP, 18), np.int64)
-    for k in range(N_SEP):
-        cp = _sep_cp(k)
-        for m in range(18):
-            out[k, m] = _sep_of_cp(cp[MOVE_CUBES[m].cp])
-    return out
+    cps = np.array([_sep_cp(k) for k in range(N_SEP)])
+    moves = np.array([m.cp for m in MOVE_CUBES], np.int64)
+    return _seps_of_cps(cps[:, moves])            # [k, m, i] = cps[k, moves[m, i]]
 
 
 def sep_conj_table():
@@ -89,20 +91,17 @@ def sep_conj_table():
     depends on k alone (checked here for two permutations of each k)."""
     scp = _sym_arrays()[0]
     sinv = UD_SYM_INV
+    base = np.array([_sep_cp(k) for k in range(N_SEP)])
+    other = base.copy()                                 # another C of the same separation
+    for row, b in zip(other, base):
+        row[b < 4] = b[b < 4][::-1]
+        row[b >= 4] = b[b >= 4][::-1]
     out = np.empty((N_SEP, 16), np.int64)
-    for k in range(N_SEP):
-        base = _sep_cp(k)
-        other = base.copy()
-        other[base < 4] = base[base < 4][::-1]          # another C of the same separation
-        other[base >= 4] = base[base >= 4][::-1]
-        for s in range(16):
-            got = set()
-            for cp in (base, other):
-                x = scp[s][cp]                          # sym[s] * C
-                got.add(_sep_of_cp(x[scp[sinv[s]]]))    # ... * sym[s]^-1
-            if len(got) != 1:
-                raise AssertionError("a UD symmetry mixes the U and D corner layers")
-            out[k, s] = got.pop()
+    for s in range(16):
+        got = [_seps_of_cps(scp[s][cps][:, scp[sinv[s]]]) for cps in (base, other)]
+        if not np.array_equal(*got):                    # sym[s] * C * sym[s]^-1
+            raise AssertionError("a UD symmetry mixes the U and D corner layers")
+        out[:, s] = got[0]
     return out
 
 
