@@ -353,6 +353,17 @@ def rubik_batch(d):
     return "\n\n".join(out)
 
 
+def rubik_startup(d):
+    from rubik_startup import table     # the benchmark's own table
+    commits = ", ".join(f"{k}: {v}" for k, v in d.get("commits", {}).items())
+    return (f"`{d['cli']}` in one process (no mpiexec), tables cached: CPU and wall seconds "
+            f"from the interpreter's start to the end of the first search slice, {d['runs']} "
+            f"runs of each, alternating ({commits}). Each category excludes what it nests "
+            f"(numba's lazy imports at its first kernel load count as numba's imports); "
+            f"CPU above wall is other threads' (OpenBLAS's spinning threads, before).\n\n"
+            + table(d["results"]))
+
+
 def _solves(res):
     """A launch's solve seconds: the median, and [min–max] where it solved repeatedly."""
     runs = res.get("runs", [])
@@ -416,6 +427,9 @@ SECTIONS = [
      "python benchmarks/rubik_speedup.py --publish", rubik_speedup),
     ("Rubik: batches of cubes against one launch per cube", "rubik_batch*.json",
      "python benchmarks/rubik_batch.py --cubes N --publish", rubik_batch),
+    ("Rubik: start-up to the first search node (before / after, one run)",
+     "rubik_startup.json", "python benchmarks/rubik_startup.py --baseline OLD_TREE --publish",
+     rubik_startup),
     ("Memory contention between two busy cores", "memory_contention.json",
      "python benchmarks/memory_contention.py --publish", memory_contention),
     ("Uneven clusters on the multi-node test bed", "testbed_farm.json",

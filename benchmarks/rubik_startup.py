@@ -185,6 +185,10 @@ def _run_once(tree, cli_args):
             return json.load(f)
 
 
+#: modules whose own import time (median CPU) a summary lists
+SLOWEST = 25
+
+
 def _stats(values):
     values = sorted(values)
     n = len(values)
@@ -201,6 +205,10 @@ def summarize(runs):
         vals = [r["sections"].get(cat, [0.0, 0.0]) for r in runs]
         out["sections"][cat] = {"cpu": _stats([v[0] for v in vals]),
                                 "wall": _stats([v[1] for v in vals])}
+    names = set().union(*(r["imports"] for r in runs))
+    medians = {m: _stats([r["imports"].get(m, [0.0])[0] for r in runs])["median"]
+               for m in names}
+    out["slowest_imports_cpu"] = dict(sorted(medians.items(), key=lambda kv: -kv[1])[:SLOWEST])
     return out
 
 
@@ -232,6 +240,7 @@ def table(results):
 
 def main():
     import argparse
+    import shlex
     import subprocess
     sys.path.insert(0, ROOT)
     from pyfw.monitor.results import add_output_options, output_dir, write_json
@@ -267,9 +276,10 @@ def main():
     results = {label: summarize(r) for label, r in runs.items()}
     print(table(results))
     write_json(output_dir(a), "rubik_startup.json",
-               {"cli": "python -m apps.rubik " + " ".join(cli), "runs": a.runs,
+               {"cli": "python -m apps.rubik " + shlex.join(cli), "runs": a.runs,
                 "commits": commits, "results": results, "categories": list(CATEGORIES),
-                "raw": runs})
+                "raw": {label: [{k: v for k, v in r.items() if k != "imports"} for r in rs]
+                        for label, rs in runs.items()}})
 
 
 if __name__ == "__main__":
