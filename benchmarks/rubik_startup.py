@@ -7,9 +7,9 @@ of ``python -m apps.rubik`` in one process (no mpiexec), broken down by where it
 
 Each run starts a fresh interpreter on ``python -m apps.rubik --scramble "R U F"
 --heuristic nx --json`` (tables cached) with a probe (:func:`install_probe`, run by a
-``sitecustomize`` put on the child's path) that times
-every import by the package it belongs to, the table open, the derived tables, the
-kernels' loads from numba's cache, and stops at the end of the search's first slice
+``sitecustomize`` put on the child's path) that times every import by the package it
+belongs to, the table open, the derived tables, the kernels' loads from numba's cache and
+the garbage collections (``gc.callbacks``), and stops at the end of the search's first slice
 (``SubtreeSearch.step``: the kernel's load plus 18 nodes, microseconds of search). The
 probe patches nothing the solver computes; it only wraps functions with timers.
 
@@ -22,7 +22,8 @@ rest (argument parsing, the heuristic's first bound, ...).
 Runs alternate between the trees (after one unmeasured warm-up run each, which fills
 numba's cache and the page cache), so load on a shared machine hits both alike. CPU
 seconds are steadier than wall seconds there; both are reported, as the median and the
-range over the runs.
+range over the runs. ``RUBIK_STARTUP_TRACE=1`` in the environment prints each import of
+the solver's modules with its own and nested time (on the child's stderr).
 """
 import os
 import sys
@@ -166,7 +167,7 @@ def _run_once(tree, cli_args):
     import subprocess
     import tempfile
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}   # one process, no mpiexec
+           if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "PMI_"))}   # no launcher
     env["PYTHONPATH"] = tree
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "sitecustomize.py"), "w") as f:
