@@ -171,8 +171,10 @@ def _run_once(tree, cli_args):
     env["PYTHONPATH"] = tree
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "sitecustomize.py"), "w") as f:
-            f.write(f"import sys\nsys.path.insert(0, {HERE!r})\nimport rubik_startup\n"
-                    f"sys.path.remove({HERE!r})\nrubik_startup.install_probe()\n")
+            # the probe is this file, loaded by its path (benchmarks/ is not a package)
+            f.write("import importlib.util as u\n"
+                    f"s = u.spec_from_file_location('rubik_startup', {os.path.abspath(__file__)!r})\n"
+                    "m = u.module_from_spec(s)\ns.loader.exec_module(m)\nm.install_probe()\n")
         out = os.path.join(tmp, "out.json")
         env.update(PYTHONPATH=os.pathsep.join([tmp, tree]), RUBIK_STARTUP_OUT=out,
                    RUBIK_STARTUP_TREE=tree, RUBIK_STARTUP_SPAWNED=repr(time.time()))
@@ -243,7 +245,6 @@ def main():
     import argparse
     import shlex
     import subprocess
-    sys.path.insert(0, ROOT)
     from pyfw.monitor.results import add_output_options, output_dir, write_json
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7, help="measured runs per tree (default 7)")
