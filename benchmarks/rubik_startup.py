@@ -172,8 +172,9 @@ def _run_once(tree, cli_args):
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "sitecustomize.py"), "w") as f:
             # the probe is this file, loaded by its path (benchmarks/ is not a package)
+            probe = os.path.abspath(__file__)
             f.write("import importlib.util as u\n"
-                    f"s = u.spec_from_file_location('rubik_startup', {os.path.abspath(__file__)!r})\n"
+                    f"s = u.spec_from_file_location('rubik_startup', {probe!r})\n"
                     "m = u.module_from_spec(s)\ns.loader.exec_module(m)\nm.install_probe()\n")
         out = os.path.join(tmp, "out.json")
         env.update(PYTHONPATH=os.pathsep.join([tmp, tree]), RUBIK_STARTUP_OUT=out,
