@@ -12,8 +12,17 @@ __all__ = ["Farm", "Round", "Task", "Context", "Done"] + list(_errors_all)
 
 #: the runtime's names, from pyfw.farm
 _FARM_NAMES = ("Farm", "Round", "Task", "Context", "Done")
+#: variables a launcher (Open MPI's mpiexec, PMIx, PMI: Slurm, MPICH) sets for each rank
+LAUNCHER_ENV = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")
 
-if any(_k in _os.environ for _k in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")):
+
+def under_launcher() -> bool:
+    """Whether this process is a rank a launcher started (else it runs alone, and MPI can be
+    left alone: ``MPI_Init`` as a singleton costs about a second of wall time)."""
+    return any(k in _os.environ for k in LAUNCHER_ENV)
+
+
+if under_launcher():
     # a rank under a launcher: importing pyfw initializes MPI, as it always has
     from .farm import Context, Done, Farm, Round, Task
 else:

@@ -6,7 +6,6 @@ per iteration and the per-worker load, or one JSON object with ``--json``.
 """
 import argparse
 import json
-import os
 import sys
 import threading
 import time
@@ -81,10 +80,6 @@ def parser():
     return p
 
 
-#: variables a launcher (Open MPI's mpiexec, PMIx, PMI: Slurm, MPICH) sets for each rank
-LAUNCHER_ENV = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")
-
-
 class _Alone:
     """The world of a process started without a launcher: one rank, MPI left alone (mpi4py
     and ``MPI_Init`` take about a second of wall time and give one process nothing)."""
@@ -92,7 +87,8 @@ class _Alone:
 
 
 def _world():
-    if any(k in os.environ for k in LAUNCHER_ENV):
+    from pyfw import under_launcher
+    if under_launcher():
         from pyfw.comm import world
         return world()
     return _Alone()
