@@ -4,6 +4,11 @@ import os as _os
 # Under mpiexec a rank's stdout is a pty: numba (imported later by kernels) would then have
 # colorama append an escape sequence to stdout at exit, corrupting JSON and CSV output.
 _os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+import sys as _sys
+if "mpi4py.MPI" not in _sys.modules:
+    # before this process's MPI_Init: no second lost in Open MPI's idle libfabric BTL
+    from .fabric import exclude_idle_ofi as _exclude_idle_ofi
+    _exclude_idle_ofi(_os.environ)
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
 

@@ -34,7 +34,7 @@ from .jobguard import (JOB_TAG, STOP_GRACE, STOP_SIGNALS, TIMEOUT_STATUS,  # noq
 # the address check the runtimes make too; observe is a base module that names the dashboard
 # only as configuration, so the launcher does not depend on it
 from .observe import parse_address
-from . import timerslack
+from . import fabric, timerslack
 
 __all__ = ["find_mpiexec", "mpiexec_argv", "mpi_env", "run", "supervise", "job_processes",
            "kill_job", "stop_message", "observe_env", "main", "STOP_GRACE", "TIMEOUT_STATUS"]
@@ -79,7 +79,7 @@ def mpiexec_argv(nprocs: int, command: list[str], *, ft: bool = False,
 def mpi_env(base: dict | None = None, nprocs: int = 1) -> dict:
     """Environment for a job of ``nprocs`` ranks: root permission for Open MPI, unbuffered
     Python output without terminal escapes, and ranks that yield the CPU when they
-    outnumber the cores."""
+    outnumber the cores; no idle libfabric BTL (:mod:`pyfw.fabric`)."""
     env = dict(os.environ if base is None else base)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -92,6 +92,9 @@ def mpi_env(base: dict | None = None, nprocs: int = 1) -> dict:
     # transport and says so on every rank ("OSC UCX component priority set inside component
     # query failed"); pyfw's windows use the shared-memory component. OMPI_MCA_osc overrides.
     env.setdefault("OMPI_MCA_osc", "^ucx")
+    # Open MPI's libfabric BTL sleeps a second in every MPI_Init of a host without a fabric
+    # for it (see pyfw.fabric); left out there unless the user chose the BTLs.
+    fabric.exclude_idle_ofi(env)
     # Ranks outnumbering cores must give the CPU away while they wait in MPI.
     if nprocs > (os.cpu_count() or 1):
         env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
