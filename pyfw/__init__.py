@@ -23,7 +23,8 @@ LAUNCHER_ENV = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")
 
 def under_launcher() -> bool:
     """Whether this process is a rank a launcher started (else it runs alone, and MPI can be
-    left alone: ``MPI_Init`` as a singleton costs about a second of wall time)."""
+    left alone: mpi4py and a singleton ``MPI_Init`` cost 0.1 s, a second where Open MPI's
+    libfabric BTL is not left out, see :mod:`pyfw.fabric`)."""
     return any(k in _os.environ for k in LAUNCHER_ENV)
 
 
@@ -32,7 +33,7 @@ if under_launcher():
     from .farm import Context, Done, Farm, Round, Task
 else:
     def __getattr__(name):
-        """A process started alone imports the runtime (mpi4py, MPI_Init: about a second)
+        """A process started alone imports the runtime (mpi4py, MPI_Init: 0.1 s or more)
         only when a name of it is used: ``python -m apps.rubik`` on one core never is."""
         import importlib.util
         if name in _FARM_NAMES:

@@ -82,7 +82,7 @@ def parser():
 
 class _Alone:
     """The world of a process started without a launcher: one rank, MPI left alone (mpi4py
-    and ``MPI_Init`` take about a second of wall time and give one process nothing)."""
+    and ``MPI_Init`` cost 0.1 s or more of wall time and give one process nothing)."""
     rank, size, mpi = 0, 1, None
 
 
