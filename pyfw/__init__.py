@@ -8,7 +8,7 @@ import sys as _sys
 if "mpi4py.MPI" not in _sys.modules:
     # before this process's MPI_Init: no second lost in Open MPI's idle libfabric BTL
     from .fabric import exclude_idle_ofi as _exclude_idle_ofi
-    _exclude_idle_ofi(_os.environ)
+    _exclude_idle_ofi(_os.environ, mark=True)
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
 

@@ -31,10 +31,11 @@ from typing import Any
 
 from mpi4py import MPI
 
-from . import timerslack
+from . import fabric, timerslack
 from .errors import CommTimeout, PeerFailure
 
 timerslack.restore()   # MPI is up: this rank's sleeps precise again (the launcher's start-up slack)
+fabric.forget_default(os.environ)   # MPI is up: processes started from here decide for themselves
 
 __all__ = ["Comm", "Backoff", "DeferredSend", "testall", "waitall", "bound_finalize",
            "ANY_SOURCE", "ANY_TAG", "world", "ULFM"]

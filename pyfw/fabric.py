@@ -11,9 +11,12 @@ as a singleton and 0.08 s with the component left out; a 2-rank job's 1.08 s aga
 not have been used: no RDMA device on this host (InfiniBand/RoCE/EFA and Omni-Path appear
 under ``/sys/class/infiniband``, HPE Slingshot under ``/sys/class/cxi``) and no BTL choice
 of the user's (``OMPI_MCA_btl`` in the environment, or a ``btl`` line in an MCA parameter
-file). The launcher (:func:`pyfw.launch.mpi_env`) applies it to the job's environment, and
-``import pyfw`` to its own process before MPI is initialized there. ``PYFW_KEEP_OFI=1``
-turns it off.
+file). ``import pyfw`` applies it to its own process before MPI is initialized there, and
+:mod:`pyfw.comm` takes it back out of the environment once MPI is up (marked as pyfw's own
+default by ``PYFW_OFI_DEFAULT``), so that processes started later, perhaps on other hosts,
+decide for their own host. The launcher (:func:`pyfw.launch.mpi_env`) applies it to a job
+that runs on this host alone (no host list, no batch allocation), where it also helps
+programs that never import pyfw. ``PYFW_KEEP_OFI=1`` turns it off.
 """
 from __future__ import annotations
 
@@ -21,11 +24,18 @@ import glob
 import os
 import sys
 
-__all__ = ["BTL_VAR", "fabric_devices", "user_chose_btl", "exclude_idle_ofi"]
+__all__ = ["BTL_VAR", "DEFAULT_MARK", "fabric_devices", "user_chose_btl", "exclude_idle_ofi",
+           "forget_default", "launch_is_local"]
 
 #: the Open MPI parameter naming the BTL components to use (or, with ``^``, to leave out)
 BTL_VAR = "OMPI_MCA_btl"
+#: set beside BTL_VAR when the value is pyfw's default for this host, not the user's choice
+DEFAULT_MARK = "PYFW_OFI_DEFAULT"
 _OPT_OUT = "PYFW_KEEP_OFI"
+#: mpiexec options that place ranks on other hosts
+_HOST_OPTIONS = ("--host", "-H", "--hostfile", "--machinefile", "--default-hostfile")
+#: a batch allocation, whose nodes mpiexec uses on its own
+_ALLOCATION_ENV = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "COBALT_JOBID", "FLUX_JOB_ID")
 #: where an RDMA-capable device shows up on Linux
 _DEVICE_GLOBS = ("/sys/class/infiniband/*", "/sys/class/cxi/*", "/dev/hfi1_*")
 
@@ -64,10 +74,30 @@ def user_chose_btl(env) -> bool:
     return False
 
 
-def exclude_idle_ofi(env: dict, root: str = "") -> bool:
+def exclude_idle_ofi(env: dict, root: str = "", mark: bool = False) -> bool:
     """Leave Open MPI's libfabric BTL out in ``env`` where this host has no fabric for it and
-    the user chose no BTLs; True if ``env`` was changed."""
+    the user chose no BTLs; True if ``env`` was changed. ``mark``: say it is pyfw's default
+    (:data:`DEFAULT_MARK`), for :func:`forget_default`."""
     if env.get(_OPT_OUT, "") not in ("", "0") or user_chose_btl(env) or fabric_devices(root):
         return False
     env[BTL_VAR] = "^ofi"
+    if mark:
+        env[DEFAULT_MARK] = "1"
     return True
+
+
+def forget_default(env: dict) -> bool:
+    """Take pyfw's own default (a marked :func:`exclude_idle_ofi`) back out of ``env``; True
+    if it was there. A user's ``OMPI_MCA_btl`` is never touched."""
+    if env.pop(DEFAULT_MARK, None) is None:
+        return False
+    env.pop(BTL_VAR, None)
+    return True
+
+
+def launch_is_local(argv, env) -> bool:
+    """Whether an mpiexec command line runs every rank on this host: no host list on it and
+    no batch allocation in ``env`` (whose nodes mpiexec would use)."""
+    if any(k in env for k in _ALLOCATION_ENV):
+        return False
+    return not any(a in _HOST_OPTIONS or a.split("=", 1)[0] in _HOST_OPTIONS for a in argv)

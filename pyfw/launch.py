@@ -76,10 +76,11 @@ def mpiexec_argv(nprocs: int, command: list[str], *, ft: bool = False,
     return argv + list(command)
 
 
-def mpi_env(base: dict | None = None, nprocs: int = 1) -> dict:
+def mpi_env(base: dict | None = None, nprocs: int = 1, local: bool = True) -> dict:
     """Environment for a job of ``nprocs`` ranks: root permission for Open MPI, unbuffered
     Python output without terminal escapes, and ranks that yield the CPU when they
-    outnumber the cores; no idle libfabric BTL (:mod:`pyfw.fabric`)."""
+    outnumber the cores; for a job on this host alone (``local``), no idle libfabric BTL
+    (:mod:`pyfw.fabric`)."""
     env = dict(os.environ if base is None else base)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -93,8 +94,12 @@ def mpi_env(base: dict | None = None, nprocs: int = 1) -> dict:
     # query failed"); pyfw's windows use the shared-memory component. OMPI_MCA_osc overrides.
     env.setdefault("OMPI_MCA_osc", "^ucx")
     # Open MPI's libfabric BTL sleeps a second in every MPI_Init of a host without a fabric
-    # for it (see pyfw.fabric); left out there unless the user chose the BTLs.
-    fabric.exclude_idle_ofi(env)
+    # for it (see pyfw.fabric): left out there unless the user chose the BTLs. Only this
+    # host is known here; ranks elsewhere decide for theirs (import pyfw), so a default
+    # inherited from this process goes.
+    fabric.forget_default(env)
+    if local:
+        fabric.exclude_idle_ofi(env)
     # Ranks outnumbering cores must give the CPU away while they wait in MPI.
     if nprocs > (os.cpu_count() or 1):
         env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
@@ -122,7 +127,8 @@ def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: b
     the full ``timeout``.
     """
     argv = mpiexec_argv(nprocs, command, ft=ft, extra=extra)
-    full_env = mpi_env(env, nprocs)
+    base = dict(os.environ if env is None else env)
+    full_env = mpi_env(base, nprocs, local=fabric.launch_is_local(argv, base))
     for attempt in range(launch_retries + 1):
         # MPI_Init's wait loops on a node with many ranks per core: see pyfw.timerslack
         with timerslack.raised_for_start(nprocs, full_env):

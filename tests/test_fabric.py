@@ -69,13 +69,50 @@ def test_a_btl_line_in_a_parameter_file_is_a_choice(tmp_path):
     assert fabric.user_chose_btl(_clean_env(tmp_path))
 
 
+def test_pyfws_own_default_is_taken_back_and_never_the_users(tmp_path):
+    root = _host(tmp_path)
+    env = _clean_env(tmp_path)
+    assert fabric.exclude_idle_ofi(env, root, mark=True)
+    assert env[fabric.DEFAULT_MARK] == "1"
+    assert fabric.forget_default(env)
+    assert fabric.BTL_VAR not in env and fabric.DEFAULT_MARK not in env
+    users = _clean_env(tmp_path, OMPI_MCA_btl="self,tcp")
+    assert not fabric.forget_default(users) and users[fabric.BTL_VAR] == "self,tcp"
+
+
+@pytest.mark.parametrize("argv, env, local", [
+    (["mpiexec", "-n", "4", "python", "x.py"], {}, True),
+    (["mpiexec", "-n", "4", "--host", "a,b", "python"], {}, False),
+    (["mpiexec", "-H", "a:2", "python"], {}, False),
+    (["mpiexec", "--hostfile=hosts", "python"], {}, False),
+    (["mpiexec", "--machinefile", "m", "python"], {}, False),
+    (["mpiexec", "-n", "4", "python"], {"SLURM_JOB_ID": "7"}, False),
+    (["mpiexec", "-n", "4", "python"], {"PBS_JOBID": "7.server"}, False),
+])
+def test_only_a_job_on_this_host_alone_gets_the_launchers_default(argv, env, local):
+    assert fabric.launch_is_local(argv, env) is local
+    job = launch.mpi_env(dict(env), 4, local=fabric.launch_is_local(argv, env))
+    if fabric.fabric_devices() or not local:
+        assert fabric.BTL_VAR not in job
+    elif not fabric.user_chose_btl(env):
+        assert job[fabric.BTL_VAR] == "^ofi"
+
+
+def test_a_default_inherited_from_the_launching_process_is_not_passed_on(tmp_path):
+    """A process that imported pyfw (its own MPI not up) launches a job on other hosts: the
+    ranks there must decide for their host, not get this one's default."""
+    env = {fabric.BTL_VAR: "^ofi", fabric.DEFAULT_MARK: "1", "HOME": str(tmp_path)}
+    job = launch.mpi_env(env, 4, local=False)
+    assert fabric.BTL_VAR not in job and fabric.DEFAULT_MARK not in job
+
+
 needs_no_fabric = pytest.mark.skipif(bool(fabric.fabric_devices()),
                                      reason="this host has an RDMA device: the component stays")
 
 
 def _stderr_of_init(code, **env):
     e = dict(os.environ, **VERBOSE, **env)
-    for k in (fabric.BTL_VAR, "PYFW_KEEP_OFI"):
+    for k in (fabric.BTL_VAR, fabric.DEFAULT_MARK, "PYFW_KEEP_OFI"):
         if k not in env:
             e.pop(k, None)
     p = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
@@ -86,7 +123,8 @@ def _stderr_of_init(code, **env):
 
 @needs_no_fabric
 def test_import_pyfw_leaves_it_out_of_its_own_mpi_init():
-    code = "import pyfw.comm; from mpi4py import MPI; assert MPI.Is_initialized()"
+    code = ("import os, pyfw.comm; from mpi4py import MPI; assert MPI.Is_initialized(); "
+            "assert 'OMPI_MCA_btl' not in os.environ")     # taken back once MPI is up
     assert OFI_OPENED not in _stderr_of_init(code)
     assert OFI_OPENED in _stderr_of_init(code, PYFW_KEEP_OFI="1")       # the test can fail
     # mpi4py initialised first: pyfw cannot (and does not) change anything
@@ -103,6 +141,7 @@ def test_a_launched_job_works_without_it(tmp_path):
                       "print('sum', c.allreduce(c.rank + 1))\n")
     env = dict(os.environ, **VERBOSE)
     env.pop(fabric.BTL_VAR, None)
+    env.pop(fabric.DEFAULT_MARK, None)
     r = launch.run(2, [sys.executable, str(script)], timeout=60, capture=True, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("sum 3") == 2

@@ -153,7 +153,7 @@ def _shim_mpiexec(info: dict, args: list[str]) -> int:
         argv.append("--allow-run-as-root")
     argv += launch_options(info, hosts=not placed) + args
     # become mpiexec: the job's stop signal (see pyfw.launch.supervise) reaches it directly
-    os.execve(argv[0], argv, mpi_env(job_env(info), 1))
+    os.execve(argv[0], argv, mpi_env(job_env(info), 1, local=False))
 
 
 def _shim_srun(info: dict, args: list[str]) -> int:
@@ -268,8 +268,8 @@ def _main(argv: list[str] | None) -> int:
         return res.returncode
     envdir = _shim_dir(a.prefix, info)   # job
     try:
-        return _run_job(a.script, a.timeout,
-                        mpi_env(scheduler_env(info, a.scheduler, os.getcwd(), envdir), 1))
+        env = scheduler_env(info, a.scheduler, os.getcwd(), envdir)
+        return _run_job(a.script, a.timeout, mpi_env(env, 1, local=False))
     finally:
         shutil.rmtree(envdir, ignore_errors=True)   # the shims die with the job
 
