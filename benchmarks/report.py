@@ -114,6 +114,19 @@ def futures_spawn(d):
                    "all workers answered s", "shutdown s"], rows)
 
 
+def mpi_init(d):
+    rows = [[r["how"], r["arm"], _mm(r["init_s"]), _mm(r["wall_s"])] for r in d["rows"]]
+    peer = "Open MPI's default"
+    by = {(r["how"], r["arm"]): r["init_s"]["median"] for r in d["rows"]}
+    ratios = "; ".join(f"{how}: {_g(by[how, peer] / t)}x faster"
+                       for (how, arm), t in by.items() if arm != peer)
+    return (f"{d['repeat']} fresh processes per arm, alternating; `MPI_Init` is `from mpi4py "
+            f"import MPI` (rank 0 in a job), the whole is the process or the `pyfw-run` job "
+            f"from start to exit. `MPI_Init` with pyfw's setting: {ratios}.\n\n"
+            + _table(["how", "arm", "MPI_Init s median [min–max]",
+                      "whole s median [min–max]"], rows))
+
+
 def joblib_peers(d):
     rows = [[r["workload"], r["backend"], r["workers"], _mm(r["cold_s"]), _mm(r["warm_s"]),
              "yes" if r["same_answer"] else "NO"] for r in d["rows"]]
@@ -391,6 +404,8 @@ SECTIONS = [
      "pip install -e .[bench] && python benchmarks/futures_peers.py --publish", futures_peers),
     ("pyfw.futures spawn start-up vs mpi4py.futures", "futures_spawn.json",
      "python benchmarks/futures_spawn.py --publish", futures_spawn),
+    ("MPI_Init: Open MPI's idle libfabric BTL left out (pyfw) against Open MPI's default",
+     "mpi_init.json", "python benchmarks/mpi_init.py --publish", mpi_init),
     ("joblib backends: pyfw vs loky vs dask", "joblib_peers.json",
      "pip install -e .[bench] && python benchmarks/joblib_peers.py --publish", joblib_peers),
     ("Ensembles of knee simulations against per-launch peers", "ensemble_peers*.json",
