@@ -22,7 +22,8 @@ conjugates. Not every solution is found, so ``all_solutions`` searches do not pr
 import numpy as np
 
 from .cube import MOVE_CUBES, Cube
-from .symmetry import MIRR_LR2, ROT_F2, ROT_U4, ROT_URF3, inverse_table, conjugate
+from .symmetry import (MIRR_LR2, ROT_F2, ROT_U4, ROT_URF3, conjugate, index_of_move,
+                       inverse_table)
 
 
 def _closure(generators):
@@ -45,7 +46,6 @@ def _closure(generators):
 SYMS = _closure((ROT_URF3, ROT_F2, ROT_U4, MIRR_LR2))
 assert len(SYMS) == 48
 SYM_INV = tuple(int(j) for j in inverse_table(SYMS))
-_MOVE_INDEX = {m.key(): j for j, m in enumerate(MOVE_CUBES)}
 
 
 def move_conj():
@@ -54,7 +54,7 @@ def move_conj():
     table = globals().get("MOVE_CONJ")
     if table is None:
         table = globals()["MOVE_CONJ"] = np.array(
-            [[_MOVE_INDEX[(s * m * SYMS[SYM_INV[i]]).key()] for m in MOVE_CUBES]
+            [[index_of_move(s * m * SYMS[SYM_INV[i]]) for m in MOVE_CUBES]
              for i, s in enumerate(SYMS)], np.int64)
     return table
 

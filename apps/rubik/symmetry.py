@@ -1,9 +1,10 @@
 """Cube symmetries: the 16 that keep the UD axis (D4h) and the URF-DBL 3-fold rotation.
 
 A symmetry S acts on a position C by conjugation, ``S * C * S^-1``. Conjugation maps face
-turns to face turns (checked where a table of conjugated moves is made), so it maps distances to distances; the
-phase-1 heuristic (:mod:`.reid`) uses the 16 UD-preserving symmetries to shrink its table
-and the 3-fold rotation to look the same table up along the RL and FB axes.
+turns to face turns (checked where a table of conjugated moves is made), so it maps
+distances to distances; the phase-1 heuristic (:mod:`.reid`) uses the 16 UD-preserving
+symmetries to shrink its table and the 3-fold rotation to look the same table up along the
+RL and FB axes.
 """
 import numpy as np
 
@@ -52,7 +53,9 @@ N_UD_SYMS = 16
 _MOVE_INDEX = {m.key(): j for j, m in enumerate(MOVE_CUBES)}
 
 
-def _index_of_move(c):
+def index_of_move(c):
+    """The index in ``MOVE_CUBES`` of the face turn ``c`` (a conjugated move: an error if it
+    is none, which would mean wrong symmetry tables)."""
     j = _MOVE_INDEX.get(c.key())
     if j is None:
         raise AssertionError("a conjugated move is no face turn: symmetry tables are wrong")
@@ -81,9 +84,8 @@ def _ud_move_conj():
     for i, s in enumerate(UD_SYMS):
         si = UD_SYMS[UD_SYM_INV[i]]
         for m in range(18):
-            t[i, m] = _index_of_move(s * MOVE_CUBES[m] * si)
+            t[i, m] = index_of_move(s * MOVE_CUBES[m] * si)
     return t
-
 
 
 def __getattr__(name):
@@ -104,7 +106,7 @@ def _axis_move_conj():
     t = np.empty((3, 18), np.int64)
     for a in range(3):
         for m in range(18):
-            t[a, m] = _index_of_move(AXIS_SYMS[a] * MOVE_CUBES[m] * AXIS_SYMS_INV[a])
+            t[a, m] = index_of_move(AXIS_SYMS[a] * MOVE_CUBES[m] * AXIS_SYMS_INV[a])
     return t
 
 
