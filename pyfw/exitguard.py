@@ -58,11 +58,16 @@ def install(rank: int | None = None, host: str | None = None) -> None:
     atexit.register(_disarm)
 
 
+#: what the line of a rank that leaves says (a job without fault tolerance is ending then:
+#: :func:`pyfw.launch.run` watches its stderr for it)
+LEFT_MARK = "left the farm:"
+
+
 def leave(reason: str) -> None:
     """Leave the farm now: print why, then end this process by ``SIGKILL`` (never
     returns). Pending output is flushed; results not yet sent are lost and run elsewhere."""
     rank, host = _state["rank"], _state["host"] or socket.gethostname()
-    line = f"pyfw: rank {'?' if rank is None else rank} on {host} left the farm: {reason}\n"
+    line = f"pyfw: rank {'?' if rank is None else rank} on {host} {LEFT_MARK} {reason}\n"
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

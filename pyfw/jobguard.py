@@ -3,8 +3,9 @@
 :func:`supervise` starts a command (``mpiexec``, or a batch script that calls it) in a session
 of its own, tagged through ``$PYFW_JOB_TAG``, and ends it at its timeout, when this process
 gets SIGTERM, SIGINT or SIGHUP (the signal is passed on to the job first, then whatever is
-left is killed after a grace), and after it ends by itself (a process left of it is
-killed). A job's processes are its session, its process tree and every process carrying its
+left is killed after a grace), when its stderr says it is ending but mpiexec has not ended
+it a grace later (an abort of Open MPI's that hangs), and after it ends by itself (a process
+left of it is killed). A job's processes are its session, its process tree and every process carrying its
 tag (:func:`job_processes`). Linux (``/proc``); imports nothing of pyfw.
 """
 from __future__ import annotations
@@ -17,13 +18,21 @@ import threading
 import time
 
 __all__ = ["supervise", "job_processes", "kill_job", "stop_message", "TIMEOUT_STATUS",
-           "STOP_GRACE", "STOP_SIGNALS", "JOB_TAG"]
+           "STOP_GRACE", "END_GRACE", "STOP_SIGNALS", "JOB_TAG", "FATAL_MARKS"]
 
 #: exit status used when the deadline kills the job (the same as coreutils ``timeout``)
 TIMEOUT_STATUS = 124
 #: seconds a stopped job is given, after the signal is passed on to mpiexec, before every
 #: process left of it is killed (mpiexec itself kills its ranks within about 0.5 s)
 STOP_GRACE = 3.0
+#: seconds a job whose stderr shows it is ending (``ending_marks``) is given to end before it
+#: is stopped: Open MPI ends an aborting job in well under a second here, but its abort can
+#: race with its own handling of the dead rank and then never end (seen once in CI on the
+#: test bed: every survivor printed the fatal-error banner, mpiexec waited for ever)
+END_GRACE = 10.0
+#: what Open MPI prints when a job is going down: a fatal MPI error, and MPI_Abort
+FATAL_MARKS = ("MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort",
+               "MPI_ABORT was invoked")
 #: the signals that stop a job: passed on to mpiexec, then the job is killed (exit 128 + signum)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: environment variable carrying the tags of the jobs a process belongs to (space-separated,
@@ -76,7 +85,8 @@ class _StopRequests:
 
 def supervise(argv: list[str], env: dict | None = None, *, timeout: float | None = None,
               capture: bool = False, cwd: str | None = None, grace: float = STOP_GRACE,
-              watch_stderr: bool = True, reraise: bool = True) -> subprocess.CompletedProcess:
+              watch_stderr: bool = True, reraise: bool = True, ending_marks=(),
+              end_grace: float = END_GRACE) -> subprocess.CompletedProcess:
     """Run ``argv`` (mpiexec, or a batch script that calls it) as a job that always ends.
 
     The job runs in a session of its own, tagged through ``$PYFW_JOB_TAG``. It ends:
@@ -93,33 +103,42 @@ def supervise(argv: list[str], env: dict | None = None, *, timeout: float | None
       job. With ``reraise=False`` (``pyfw-run``) the result is returned: status
       128 + signum, ``stopped_by`` the signal.
 
+    * ``end_grace`` seconds after its stderr first showed one of ``ending_marks`` (strings
+      that say the job is going down, e.g. :data:`FATAL_MARKS`), if mpiexec has not ended it
+      by then: it is stopped as at a timeout (SIGTERM, SIGKILL after ``grace``), one line
+      on our stderr (and in the result's) says so, ``ended_by`` is the mark seen and the
+      status is mpiexec's (128 + the signal if one ended it; 1 if it was 0).
+
     When the job's leader has ended, whatever is left of the job (a rank that lost its
-    mpiexec) is killed too, so nothing outlives it. stderr is read (to spot launcher faults)
-    when ``capture`` or ``watch_stderr`` is set: without ``capture`` it is copied to our
-    stderr as it comes (raw chunks, so ``\r`` progress lines are not held back), keeping only
-    its last 64 KiB in the result.
+    mpiexec) is killed too, so nothing outlives it. stderr is read (to spot launcher faults
+    and ending marks) when ``capture`` or ``watch_stderr`` is set: without ``capture`` it is
+    copied to our stderr as it comes (raw chunks, so ``\r`` progress lines are not held
+    back), keeping only its last 64 KiB in the result.
     """
     tag = f"{os.getpid()}.{time.monotonic_ns()}"
     env = dict(os.environ if env is None else env)
     env[JOB_TAG] = f"{env.get(JOB_TAG, '')} {tag}".strip()
     stop = _StopRequests().install()
-    proc = tee = None
-    tail = bytearray()
+    proc = None
+    readers = []
     try:
         if stop.signum is None:   # not asked to stop before it started
             proc = subprocess.Popen(
                 argv, env=env, stdout=subprocess.PIPE if capture else None,
-                stderr=subprocess.PIPE if capture or watch_stderr else None, text=capture,
+                stderr=subprocess.PIPE if capture or watch_stderr else None,
                 cwd=cwd, start_new_session=True)
             stop.group = proc.pid
             stop.forward()   # a stop signal that came while it started
-            if watch_stderr and not capture:
-                tee = threading.Thread(target=_copy_stderr, args=(proc.stderr, tail),
-                                       daemon=True)
-                tee.start()
-            timed_out, out, err = _wait(proc, tag, timeout, capture, grace, stop)
+            if proc.stdout is not None:
+                readers.append(_StreamReader(proc.stdout, keep_all=True, echo=False))
+            if proc.stderr is not None:
+                readers.append(_StreamReader(proc.stderr, keep_all=capture, echo=not capture,
+                                             marks=ending_marks))
+            timed_out, ended_by = _wait(proc, tag, timeout, grace, stop,
+                                        readers[-1] if proc.stderr is not None else None,
+                                        end_grace)
         else:
-            timed_out, out, err = False, None, None
+            timed_out, ended_by = False, None
     except BaseException:
         if proc is not None:
             kill_job(proc, grace=grace, tag=tag)
@@ -128,69 +147,104 @@ def supervise(argv: list[str], env: dict | None = None, *, timeout: float | None
         stop.restore()
     if reraise and stop.signum is not None:   # the job is gone: now as if it never ran
         signal.raise_signal(stop.signum)
-    if tee is not None:
-        tee.join(timeout=10)
-        err = bytes(tail).decode(errors="replace")
+    for reader in readers:
+        reader.join(timeout=10)
+    out = readers[0].text(newlines=True) if capture and readers else None
+    err = (readers[-1].text(newlines=capture) if proc is not None and proc.stderr is not None
+           else None)
     if timed_out:
         status = TIMEOUT_STATUS
     elif stop.signum is not None:
         status = 128 + stop.signum
+    elif ended_by is not None:   # as a shell reports it: 128 + signal for one killed
+        status = proc.returncode if proc.returncode > 0 else 128 - proc.returncode or 1
     else:
         status = proc.returncode
     result = subprocess.CompletedProcess(argv, status, out, err)
     result.timed_out = timed_out
     result.stopped_by = None if timed_out or stop.signum is None else signal.Signals(stop.signum)
+    result.ended_by = ended_by
     return result
 
 
-def _copy_stderr(pipe, tail: bytearray) -> None:
-    """Copy the job's stderr to ours as it comes, keeping its last 64 KiB in ``tail``."""
-    fd = pipe.fileno()
+class _StreamReader(threading.Thread):
+    """Read one of the job's pipes to its end: keep it all (``keep_all``) or its last 64 KiB,
+    copy it to our stderr as it comes (``echo``; raw chunks), and note when one of ``marks``
+    first appears (also across chunks)."""
+
+    TAIL = 65536
+
+    def __init__(self, pipe, keep_all: bool, echo: bool, marks=()):
+        super().__init__(daemon=True)
+        self.pipe, self.keep_all, self.echo = pipe, keep_all, echo
+        self.marks = [m.encode() for m in marks]
+        self.data = bytearray()
+        self.mark_seen = None     # the first mark found
+        self.mark_at = None       # when (monotonic)
+        self.start()
+
+    def run(self) -> None:
+        fd = self.pipe.fileno()
+        overlap = max((len(m) for m in self.marks), default=1) - 1
+        window = b""
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            self.data.extend(chunk)
+            if not self.keep_all:
+                del self.data[:-self.TAIL]
+            if self.marks and self.mark_seen is None:
+                window = window[-overlap:] + chunk if overlap else chunk
+                for mark in self.marks:
+                    if mark in window:
+                        self.mark_seen, self.mark_at = mark.decode(), time.monotonic()
+                        break
+            if self.echo:
+                _write_stderr(chunk)
+        self.pipe.close()
+
+    def note(self, line: str) -> None:
+        """A line of ours about the job: on our stderr and kept with the job's."""
+        self.data.extend(line.encode())
+        _write_stderr(line.encode())
+
+    def text(self, newlines: bool = False) -> str:
+        """What was kept, decoded; with ``newlines``, ``\r\n`` and ``\r`` read as ``\n``
+        (as a pipe opened in text mode reads them: ranks write through a pty)."""
+        text = bytes(self.data).decode(errors="replace")
+        return text.replace("\r\n", "\n").replace("\r", "\n") if newlines else text
+
+
+def _write_stderr(chunk: bytes) -> None:
     sink = getattr(sys.stderr, "buffer", None)
-    while True:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        tail.extend(chunk)
-        del tail[:-65536]
-        if sink is not None:
-            sink.write(chunk)
-            sink.flush()
-        else:
-            sys.stderr.write(chunk.decode(errors="replace"))
-            sys.stderr.flush()
+    if sink is not None:
+        sink.write(chunk)
+        sink.flush()
+    else:
+        sys.stderr.write(chunk.decode(errors="replace"))
+        sys.stderr.flush()
 
 
 #: how often the supervisor looks at a running job (seconds): how late a stop escalates
 POLL = 0.05
 
 
-def _wait(proc, tag, timeout, capture, grace, stop):
-    """Wait for the job's leader to end, enforcing the deadline and any stop request, and
-    end whatever is left of the job once the leader has (while its pid is still reserved,
-    unreaped, so its session and tree cannot be a newcomer's). Returns (timed_out, stdout,
-    stderr); the last two are None unless ``capture``."""
+def _wait(proc, tag, timeout, grace, stop, stderr_reader, end_grace):
+    """Wait for the job's leader to end, enforcing the deadline, any stop request and the
+    ending grace, and end whatever is left of the job once the leader has (while its pid is
+    still reserved, unreaped, so its session and tree cannot be a newcomer's). Returns
+    (timed_out, the ending mark it was stopped for or None)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     timed_out = False
+    ended_by = None
     kill_at = None   # when every process left of the job gets SIGKILL
-    swept = False
     while True:
-        if capture:
-            try:   # reads the pipes; returns once they close and the leader is reaped
-                out, err = proc.communicate(timeout=POLL)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-        else:
-            time.sleep(POLL)
-        if not swept and _has_ended(proc):
+        time.sleep(POLL)
+        if _has_ended(proc):
             _end_leftovers(proc.pid, tag, grace, tree=True)
-            swept = True
-            if not capture:
-                proc.wait()
-                out = err = None
-                break
-            continue
+            proc.wait()
+            return timed_out, ended_by
         now = time.monotonic()
         if kill_at is None and stop.signum is not None:
             kill_at = stop.at + grace
@@ -198,14 +252,19 @@ def _wait(proc, tag, timeout, capture, grace, stop):
             timed_out = True
             _signal_all(job_processes(proc.pid, tag), signal.SIGTERM)
             kill_at = now + grace
+        if (kill_at is None and stderr_reader is not None
+                and stderr_reader.mark_at is not None
+                and now >= stderr_reader.mark_at + end_grace):
+            ended_by = stderr_reader.mark_seen
+            stderr_reader.note(f"pyfw: the job is ending ({ended_by!r} on its stderr) but "
+                               f"mpiexec has not ended it {end_grace:g} s later: stopping it\n")
+            _signal_all(job_processes(proc.pid, tag), signal.SIGTERM)
+            kill_at = now + grace
         if stop.count > 1:
             kill_at = now
         if kill_at is not None and now >= kill_at:
             _signal_all(job_processes(proc.pid, tag), signal.SIGKILL)
             kill_at = now + 1.0   # again, should anything have been starting meanwhile
-    if not swept:   # reaped by communicate: only the tag still names the job safely
-        _end_leftovers(proc.pid, tag, grace, tree=False)
-    return timed_out, out, err
 
 
 def _has_ended(proc) -> bool:

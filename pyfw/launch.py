@@ -29,8 +29,9 @@ import sysconfig
 import time
 
 # how a job is run so that it always ends (re-exported: part of this module's API)
-from .jobguard import (JOB_TAG, STOP_GRACE, STOP_SIGNALS, TIMEOUT_STATUS,  # noqa: F401
-                       job_processes, kill_job, stop_message, supervise)
+from .jobguard import (END_GRACE, FATAL_MARKS, JOB_TAG, STOP_GRACE, STOP_SIGNALS,  # noqa: F401
+                       TIMEOUT_STATUS, job_processes, kill_job, stop_message, supervise)
+from .exitguard import LEFT_MARK
 # the address check the runtimes make too; observe is a base module that names the dashboard
 # only as configuration, so the launcher does not depend on it
 from .observe import parse_address
@@ -114,7 +115,7 @@ STARTUP_FAILURES = ("PMIx server's listener thread failed to start",)
 def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: bool = False,
         extra: list[str] | None = None, env: dict | None = None, capture: bool = False,
         cwd: str | None = None, launch_retries: int = 2, grace: float = STOP_GRACE,
-        reraise: bool = True) -> subprocess.CompletedProcess:
+        reraise: bool = True, end_grace: float | None = None) -> subprocess.CompletedProcess:
     """Run ``command`` under mpiexec; kill the whole job if it outlives ``timeout`` seconds.
 
     Returns the CompletedProcess; on timeout its ``returncode`` is ``TIMEOUT_STATUS`` and
@@ -125,15 +126,28 @@ def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: b
     to the terminal unless ``capture`` is set. A launch that fails before any rank started
     (:data:`STARTUP_FAILURES`) is retried up to ``launch_retries`` times; each attempt has
     the full ``timeout``.
+
+    A job that is going down ends: when its stderr shows Open MPI's fatal-error or
+    MPI_Abort banner, or, without fault tolerance, a farm rank's line that it left (see
+    :mod:`pyfw.exitguard`), and mpiexec has not ended the job ``end_grace`` seconds later
+    (default ``$PYFW_END_GRACE`` or :data:`END_GRACE`; Open MPI's abort can hang when it
+    races with its own handling of a dead rank), the job is stopped; ``ended_by`` names what
+    was seen. Ending marks are watched unless both ``capture`` is off and stderr is not
+    read (never here).
     """
     argv = mpiexec_argv(nprocs, command, ft=ft, extra=extra)
     base = dict(os.environ if env is None else env)
     full_env = mpi_env(base, nprocs, local=fabric.launch_is_local(argv, base))
+    launcher_args = argv[:len(argv) - len(command)]
+    marks = FATAL_MARKS + (() if _fault_tolerant(launcher_args, full_env) else (LEFT_MARK,))
+    if end_grace is None:
+        end_grace = float(full_env.get("PYFW_END_GRACE", END_GRACE))
     for attempt in range(launch_retries + 1):
         # MPI_Init's wait loops on a node with many ranks per core: see pyfw.timerslack
         with timerslack.raised_for_start(nprocs, full_env):
             result = supervise(argv, full_env, timeout=timeout, capture=capture, cwd=cwd,
-                               grace=grace, reraise=reraise)
+                               grace=grace, reraise=reraise, ending_marks=marks,
+                               end_grace=end_grace)
         if (result.timed_out or result.stopped_by or result.returncode == 0
                 or attempt == launch_retries
                 or not any(m in (result.stderr or "") for m in STARTUP_FAILURES)):
@@ -144,6 +158,13 @@ def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: b
     if not capture:
         result.stderr = None   # it went to the terminal
     return result
+
+
+def _fault_tolerant(argv: list[str], env: dict) -> bool:
+    """Whether the job survives a dead rank: ``--with-ft`` among mpiexec's own arguments
+    (ours for ``ft``, or the caller's) or ULFM enabled through the environment."""
+    return (any(a == "--with-ft" or a.startswith("--with-ft=") for a in argv)
+            or env.get("OMPI_MCA_mpi_ft_enable", "").lower() in ("1", "true", "yes"))
 
 
 def observe_env(dashboard: str | None, report: str | None, base: dict | None = None):
