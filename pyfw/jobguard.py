@@ -5,8 +5,8 @@ of its own, tagged through ``$PYFW_JOB_TAG``, and ends it at its timeout, when t
 gets SIGTERM, SIGINT or SIGHUP (the signal is passed on to the job first, then whatever is
 left is killed after a grace), when its stderr says it is ending but mpiexec has not ended
 it a grace later (an abort of Open MPI's that hangs), and after it ends by itself (a process
-left of it is killed). A job's processes are its session, its process tree and every process carrying its
-tag (:func:`job_processes`). Linux (``/proc``); imports nothing of pyfw.
+left of it is killed). A job's processes are its session, its process tree and every process
+carrying its tag (:func:`job_processes`). Linux (``/proc``); imports nothing of pyfw.
 """
 from __future__ import annotations
 
@@ -156,8 +156,9 @@ def supervise(argv: list[str], env: dict | None = None, *, timeout: float | None
         status = TIMEOUT_STATUS
     elif stop.signum is not None:
         status = 128 + stop.signum
-    elif ended_by is not None:   # as a shell reports it: 128 + signal for one killed
-        status = proc.returncode if proc.returncode > 0 else 128 - proc.returncode or 1
+    elif ended_by is not None:   # never 0; as a shell reports it: 128 + signal for one killed
+        status = (proc.returncode if proc.returncode > 0
+                  else 128 - proc.returncode if proc.returncode < 0 else 1)
     else:
         status = proc.returncode
     result = subprocess.CompletedProcess(argv, status, out, err)

@@ -22,10 +22,13 @@ GRACE = 1.0           # the ending grace and the kill grace used here
 SLACK = 8.0           # a loaded machine's start-up and polling
 
 #: prints ARGV[1] to stderr in two writes split inside it, starts a child that sleeps too,
-#: then sleeps (or exits with status ARGV[2] when given)
+#: then sleeps (or exits with status ARGV[2] when given; ARGV[2] "term0": exits 0 on SIGTERM)
 HANGER = textwrap.dedent("""
-    import os, subprocess, sys, time
+    import os, signal, subprocess, sys, time
     text = sys.argv[1]
+    if sys.argv[2:] == ["term0"]:
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+        del sys.argv[2]
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     print("pid", child.pid, flush=True)
     half = len(text) // 2
@@ -64,6 +67,11 @@ def test_a_job_that_shows_it_is_ending_but_hangs_is_stopped(tmp_path, mark):
     assert "but mpiexec has not ended it" in res.stderr, res.stderr
     child = int(res.stdout.split()[1])
     assert not _alive(child)          # nothing of the job is left
+
+
+def test_a_stopped_job_never_reports_success(tmp_path):
+    res, _ = _job(tmp_path, FATAL_MARKS[0], "term0")   # its leader exits 0 on SIGTERM
+    assert res.ended_by == FATAL_MARKS[0] and res.returncode == 1, res
 
 
 def test_without_capture_the_mark_is_seen_in_the_copied_stderr(tmp_path, capfd):
