@@ -29,6 +29,11 @@ What it reports, side by side:
   and the per-rank CPU seconds between marks (on an oversubscribed box start-up is bounded
   by the sum of that CPU over all ranks divided by the cores).
 
+``floor`` (a mode) is the box's own limit, no scheduler: ``ranks - 1`` forked processes,
+no MPI, each sleeping its even share of the tasks (``ideal / tau`` sleeps of ``tau``) in a
+loop, started together; its makespan / ideal and CPU per sleep are what a perfect farm on
+this box would approach (the wake-ups of hundreds of sleepers on two cores are not free).
+
 ``--profile`` runs cProfile on the master's maps and on one worker (and one sub-master in
 node mode) and writes their top functions beside the results (``farm_scale_prof_*.txt``).
 ``--testbed`` runs the same on the multi-node test bed (prefix ``h11``, 8 nodes x 32 slots:
@@ -253,6 +258,39 @@ def _phase(farm, tau: float, ideal: float, prof) -> dict:
 
 
 # ----------------------------------------------------------------------------- driver
+def floor_one(ranks: int, durations, ideal: float) -> dict:
+    """The ``floor`` mode: ``ranks - 1`` forked sleepers (see the module docstring), one
+    phase per task duration, in the summaries' shape."""
+    phases = []
+    cores = os.cpu_count() or 1
+    for tau in durations:
+        k = max(1, round(ideal / tau))
+        t0 = time.perf_counter()
+        pids = []
+        for _ in range(ranks - 1):
+            pid = os.fork()
+            if pid == 0:     # a sleeper: nothing but the tasks' sleeps
+                try:
+                    for _ in range(k):
+                        time.sleep(tau)
+                finally:
+                    os._exit(0)
+            pids.append(pid)
+        cpu = 0.0
+        for pid in pids:
+            _, _, usage = os.wait4(pid, 0)
+            cpu += usage.ru_utime + usage.ru_stime
+        wall = time.perf_counter() - t0
+        n = k * (ranks - 1)
+        phases.append({"task_s": tau, "tasks": n, "wall_s": wall, "ideal_s": k * tau,
+                       "makespan_over_ideal": wall / (k * tau), "tasks_per_s": n / wall,
+                       "cpu_s": {"master": 0.0, "submasters": 0.0, "workers": cpu},
+                       "cpu_us_per_task": {"master": 0.0, "submasters": 0.0,
+                                           "workers": 1e6 * cpu / n},
+                       "cpu_us_per_task_total": 1e6 * cpu / n, "busy": cpu / (cores * wall)})
+    return {"ranks": ranks, "mode": "floor", "hierarchy": None, "phases": phases}
+
+
 def parse_mode(mode: str) -> tuple[str, int | None]:
     """``flat`` -> (flat, None); ``nodeK`` -> (node, K); ``node`` -> (node, None: the real
     shared-memory split, as on the test bed)."""
@@ -382,6 +420,8 @@ def startup_table(results: list[dict]) -> str:
             "pyfw | Farm() |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
+        if r["mode"] == "floor":
+            continue            # no MPI, no launch
         s, c = r["startup"], r["startup_cpu"]
         rows.append(
             f"| {r['ranks']} | {r['mode']} | " + " | ".join(
@@ -408,7 +448,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", default="16,64", help="comma-separated rank counts "
                     "(the issue's full set: 16,64,128,256)")
     ap.add_argument("--modes", default="flat,node16,node32",
-                    help="flat, nodeK (blocks of K ranks), node (the real split)")
+                    help="flat, nodeK (blocks of K ranks), node (the real split), floor "
+                         "(forked sleepers, no scheduler: the box's limit)")
     ap.add_argument("--task-ms", default="1,10,100", help="task durations (ms)")
     ap.add_argument("--ideal", type=float, default=1.0,
                     help="ideal makespan of each map (s): sets the number of tasks")
@@ -439,6 +480,13 @@ def main(argv=None) -> int:
     try:
         for ranks in sizes:
             for mode in modes:
+                if mode == "floor":
+                    for rep in range(a.repeats):
+                        r = floor_one(ranks, durations, a.ideal)
+                        r["repeat"], r["load_before"] = rep, os.getloadavg()[0]
+                        results.append(r)
+                        print(table([r]).split("\n", 2)[2], flush=True)
+                    continue
                 hierarchy, k = parse_mode(mode)
                 if hierarchy == "node" and k is not None and k >= ranks:
                     continue   # one block holds every rank: no sub-master, the flat farm

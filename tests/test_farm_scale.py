@@ -118,3 +118,16 @@ def test_flat_and_node_farm_at_64_ranks_every_result_once(tmp_path):
 
 if __name__ == "__main__":
     job(sys.argv[1])
+
+
+def test_the_benchmarks_floor_is_forked_sleepers_with_their_even_share():
+    # farm_scale.py's "floor" mode: the box's own limit beside the farm (no MPI, no scheduler)
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import farm_scale
+    finally:
+        sys.path.pop(0)
+    (phase,) = farm_scale.floor_one(3, [0.01], 0.05)["phases"]
+    assert phase["tasks"] == 2 * 5 and phase["ideal_s"] == pytest.approx(0.05)
+    assert phase["makespan_over_ideal"] >= 1.0      # each sleeper slept 5 x 10 ms at least
+    assert phase["cpu_us_per_task"]["workers"] > 0
