@@ -132,8 +132,7 @@ def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: b
     :mod:`pyfw.exitguard`), and mpiexec has not ended the job ``end_grace`` seconds later
     (default ``$PYFW_END_GRACE`` or :data:`END_GRACE`; Open MPI's abort can hang when it
     races with its own handling of a dead rank), the job is stopped; ``ended_by`` names what
-    was seen. Ending marks are watched unless both ``capture`` is off and stderr is not
-    read (never here).
+    was seen.
     """
     argv = mpiexec_argv(nprocs, command, ft=ft, extra=extra)
     base = dict(os.environ if env is None else env)
