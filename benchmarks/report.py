@@ -127,6 +127,22 @@ def mpi_init(d):
                       "whole s median [min–max]"], rows))
 
 
+def pmix_gds(d):
+    rows = [[r["ranks"], r["arm"], _mm(r["init_done_last_s"]),
+             _mm(r["init_cpu_median_s"], 1e3), _mm(r["job_s"])]
+            for r in d["rows"]]
+    by = {(r["ranks"], r["arm"]): r["init_done_last_s"]["median"] for r in d["rows"]}
+    peer = "PMIx default (shmem2 first)"
+    ratios = "; ".join(f"{ranks} ranks {_g(by[ranks, peer] / t)}x"
+                       for (ranks, arm), t in by.items() if arm != peer)
+    return (f"{d['repeat']} launches per arm and size, alternating; a program that only "
+            f"initialises MPI under `pyfw-run`, timed from the launch. Last rank's `MPI_Init` "
+            f"done, default / pyfw: {ratios}.\n\n"
+            + _table(["ranks", "PMIx store", "last MPI_Init done s median [min–max]",
+                      "MPI_Init CPU per rank ms (median rank) [min–max]",
+                      "job s median [min–max]"], rows))
+
+
 def joblib_peers(d):
     rows = [[r["workload"], r["backend"], r["workers"], _mm(r["cold_s"]), _mm(r["warm_s"]),
              "yes" if r["same_answer"] else "NO"] for r in d["rows"]]
@@ -406,6 +422,8 @@ SECTIONS = [
      "python benchmarks/futures_spawn.py --publish", futures_spawn),
     ("MPI_Init: Open MPI's idle libfabric BTL left out (pyfw) against Open MPI's default",
      "mpi_init.json", "python benchmarks/mpi_init.py --publish", mpi_init),
+    ("Start-up on one host: PMIx's hash store (pyfw-run) against its default", "pmix_gds.json",
+     "python benchmarks/pmix_gds.py --publish", pmix_gds),
     ("joblib backends: pyfw vs loky vs dask", "joblib_peers.json",
      "pip install -e .[bench] && python benchmarks/joblib_peers.py --publish", joblib_peers),
     ("Ensembles of knee simulations against per-launch peers", "ensemble_peers*.json",

@@ -81,7 +81,7 @@ def mpi_env(base: dict | None = None, nprocs: int = 1, local: bool = True) -> di
     """Environment for a job of ``nprocs`` ranks: root permission for Open MPI, unbuffered
     Python output without terminal escapes, and ranks that yield the CPU when they
     outnumber the cores; for a job on this host alone (``local``), no idle libfabric BTL
-    (:mod:`pyfw.fabric`)."""
+    (:mod:`pyfw.fabric`) and PMIx's hash store for the job's data."""
     env = dict(os.environ if base is None else base)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -101,11 +101,21 @@ def mpi_env(base: dict | None = None, nprocs: int = 1, local: bool = True) -> di
     fabric.forget_default(env)
     if local:
         fabric.exclude_idle_ofi(env)
+        # PMIx's shared-memory store of the job's data (gds/shmem2, its default) costs every
+        # rank more CPU in MPI_Init than its hash store on one host (benchmarks/pmix_gds.py,
+        # 3 alternating launches: the last rank's MPI_Init done 0.52 -> 0.47 s at 16 ranks,
+        # 2.37 -> 2.22 s at 64, 27.7 -> 27.1 s at 256 on 2 cores). The shared store saves
+        # memory for the job data of very large jobs across nodes; a job on this host alone
+        # is not one. PMIX_MCA_gds of the caller's wins.
+        env.setdefault(PMIX_GDS_VAR, "hash")
     # Ranks outnumbering cores must give the CPU away while they wait in MPI.
     if nprocs > (os.cpu_count() or 1):
         env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     return env
 
+
+#: PMIx's choice of store for the job's data (see :func:`mpi_env`)
+PMIX_GDS_VAR = "PMIX_MCA_gds"
 
 #: stderr of an mpiexec that failed before starting any rank (a transient launcher fault,
 #: seen on loaded machines and in other projects' CI): such a launch is safely retried

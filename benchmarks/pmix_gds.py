@@ -1,0 +1,97 @@
+"""Start-up of a job on one host with PMIx's hash store for the job's data (pyfw-run's
+default for a job on this host alone: ``PMIX_MCA_gds=hash``) against PMIx's own default
+(its shared-memory store, gds/shmem2, chosen first), side by side.
+
+    python benchmarks/pmix_gds.py [--ranks 16,64,256] [--repeat 3] [--publish | --out DIR]
+
+Each launch is ``pyfw-run -n R`` of a program that only initialises MPI (mpi4py with
+``rc.initialize = False``, then ``MPI.Init()``); the two stores alternate launch by launch
+(load drifts hit both alike). Reported per store: when the last rank finished ``MPI_Init``,
+counted from the launch (the launcher's wall clock handed to the ranks), the median rank's
+CPU in ``MPI_Init`` (the whole process: PMIx's own thread does much of the work), and the
+whole job's wall time; medians with min-max.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+from pyfw.launch import PMIX_GDS_VAR
+from pyfw.monitor.results import add_output_options, output_dir, write_json
+
+PROGRAM = ("import json, os, time\n"
+           "import mpi4py\n"
+           "mpi4py.rc.initialize = False\n"
+           "from mpi4py import MPI\n"
+           "c0 = time.process_time()\n"
+           "MPI.Init()\n"
+           "cpu = time.process_time() - c0\n"
+           "done = time.time() - float(os.environ['PYFW_GDS_T0'])\n"
+           "got = MPI.COMM_WORLD.gather((done, cpu), root=0)\n"
+           "if MPI.COMM_WORLD.rank == 0:\n"
+           "    print(json.dumps({'init_done_last_s': max(d for d, _ in got),\n"
+           "                      'init_cpu_median_s': sorted(c for _, c in got)[len(got) // 2]}))\n"
+           "MPI.Finalize()\n")
+
+#: store -> the value of PMIX_MCA_gds (None: PMIx's default)
+ARMS = {"PMIx default (shmem2 first)": None, "pyfw (hash)": "hash"}
+
+
+def _launch(ranks: int, gds) -> dict:
+    env = dict(os.environ)
+    env.pop(PMIX_GDS_VAR, None)
+    if gds is None:
+        # pyfw-run's own default would apply: the peer names PMIx's default explicitly
+        env[PMIX_GDS_VAR] = "shmem2,hash"
+    else:
+        env[PMIX_GDS_VAR] = gds
+    t0 = time.time()
+    env["PYFW_GDS_T0"] = repr(t0)
+    p = subprocess.run(["pyfw-run", "-n", str(ranks), "--timeout", "600", "--",
+                        sys.executable, "-c", PROGRAM], env=env, capture_output=True,
+                       text=True, timeout=700)
+    wall = time.time() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"{ranks} ranks, gds {gds}: exit {p.returncode}\n{p.stderr[-2000:]}")
+    row = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")][-1]
+    return dict(row, job_s=wall)
+
+
+def _summary(runs, key):
+    xs = [r[key] for r in runs]
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", default="16,64,256")
+    ap.add_argument("--repeat", type=int, default=3)
+    add_output_options(ap, os.path.join(HERE, "results"))
+    a = ap.parse_args(argv)
+    rows = []
+    for ranks in [int(x) for x in a.ranks.split(",")]:
+        runs = {arm: [] for arm in ARMS}
+        for _ in range(a.repeat):
+            for arm, gds in ARMS.items():
+                runs[arm].append(_launch(ranks, gds))
+        for arm, got in runs.items():
+            rows.append({"ranks": ranks, "arm": arm, "runs": got,
+                         **{k: _summary(got, k) for k in ("init_done_last_s",
+                                                          "init_cpu_median_s", "job_s")}})
+            r = rows[-1]
+            print(f"{ranks:>4} ranks {arm:>28}: last MPI_Init done "
+                  f"{r['init_done_last_s']['median']:.2f} s "
+                  f"({r['init_done_last_s']['min']:.2f}-{r['init_done_last_s']['max']:.2f}), "
+                  f"MPI_Init CPU {1e3 * r['init_cpu_median_s']['median']:.0f} ms, "
+                  f"job {r['job_s']['median']:.2f} s", flush=True)
+    write_json(output_dir(a), "pmix_gds.json", {"repeat": a.repeat, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
