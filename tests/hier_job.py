@@ -228,7 +228,17 @@ def contract(farm):
             break
         farm.step()
     out["kept"] = sorted(kept) == list(range(200))
+    # a tail copy of r2's last chunk may still run on the node when r2 is done, and the
+    # sub-master's figures follow its chunks: once none is out, they must add up within
+    # the sub-master's next report (no run lost, none counted twice)
+    deadline = time.monotonic() + 10
+    while farm.engine.chunks and time.monotonic() < deadline:
+        farm.step()
+    settle = time.monotonic() + 3
     st = farm.stats()
+    while st["executions"] < st["tasks"] and time.monotonic() < settle:
+        farm.step()
+        st = farm.stats()
     out["workers"] = [[w["rank"], w.get("role"), w.get("via"), w["tasks"]] for w in st["workers"]]
     out["tasks"], out["executions"] = st["tasks"], st["executions"]
     out["computed_by_submaster"] = sum(w.get("computed_tasks", 0) for w in st["workers"])

@@ -253,6 +253,13 @@ class SubMaster(WorkerLoop):
         moved = False
         for rid, f in list(self.forwards.items()):
             self._collect(f)
+            ends = (f.rid in self.cancelled_rounds or f.cid in self.skipped
+                    or rid in self.handed_back or f.rnd.finished)
+            if ends and len(self.forwards) == 1:
+                # the node goes idle: the master may be about to read its stats (also after
+                # a cancelled or skipped chunk, such as a tail copy whose original won)
+                self._stats_at = 0.0
+                self._substats(now)
             if f.rid in self.cancelled_rounds or f.cid in self.skipped:
                 self.engine.cancel_round(f.rnd, wait=False)
                 self._send(f, P.ABORTED, now)
@@ -261,9 +268,6 @@ class SubMaster(WorkerLoop):
                 self.engine.cancel_round(f.rnd, wait=False)
                 self._send(f, P.DROPPED, now)
             elif f.rnd.finished:
-                if len(self.forwards) == 1:   # the master may be about to read its stats
-                    self._stats_at = 0.0
-                    self._substats(now)
                 self._send(f, P.OK, now)
             else:
                 if f.pending and now - f.t_part >= P.PARTIAL_EVERY:
