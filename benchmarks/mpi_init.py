@@ -16,7 +16,6 @@ what ``import pyfw`` and ``pyfw-run`` set on this host (``OMPI_MCA_btl=^ofi``).
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from pyfw import fabric
-from pyfw.monitor.results import add_output_options, output_dir, write_json
+from pyfw.monitor.results import add_output_options, output_dir, spread, write_json
 
 PROGRAM = ("import json, time\n"
            "t0 = time.perf_counter()\n"
@@ -71,11 +70,6 @@ def _job(left_out: bool, ranks: int) -> dict:
     return dict(rows[-1], wall_s=wall)
 
 
-def _summary(runs, key):
-    xs = [r[key] for r in runs]
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
@@ -95,8 +89,8 @@ def main(argv=None) -> int:
     rows = []
     for (how, arm), got in runs.items():
         rows.append({"how": how if how == "alone" else f"job of {a.ranks} ranks", "arm": arm,
-                     "init_s": _summary(got, "init_s"), "wall_s": _summary(got, "wall_s"),
-                     "runs": got})
+                     "init_s": spread(r["init_s"] for r in got),
+                     "wall_s": spread(r["wall_s"] for r in got), "runs": got})
         print(f"{rows[-1]['how']:>16} {arm:>20}: MPI_Init {rows[-1]['init_s']['median']:.3f} s,"
               f" whole {rows[-1]['wall_s']['median']:.3f} s", flush=True)
     write_json(output_dir(a), "mpi_init.json", {"repeat": a.repeat, "ranks": a.ranks,

@@ -14,7 +14,6 @@ whole job's wall time; medians with min-max.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from pyfw.launch import PMIX_GDS_VAR
-from pyfw.monitor.results import add_output_options, output_dir, write_json
+from pyfw.monitor.results import add_output_options, output_dir, spread, write_json
 
 PROGRAM = ("import json, os, time\n"
            "import mpi4py\n"
@@ -34,8 +33,9 @@ PROGRAM = ("import json, os, time\n"
            "done = time.time() - float(os.environ['PYFW_GDS_T0'])\n"
            "got = MPI.COMM_WORLD.gather((done, cpu), root=0)\n"
            "if MPI.COMM_WORLD.rank == 0:\n"
+           "    cpus = sorted(c for _, c in got)\n"
            "    print(json.dumps({'init_done_last_s': max(d for d, _ in got),\n"
-           "                      'init_cpu_median_s': sorted(c for _, c in got)[len(got) // 2]}))\n"
+           "                      'init_cpu_median_s': cpus[len(cpus) // 2]}))\n"
            "MPI.Finalize()\n")
 
 #: store -> the value of PMIX_MCA_gds (None: PMIx's default)
@@ -62,11 +62,6 @@ def _launch(ranks: int, gds) -> dict:
     return dict(row, job_s=wall)
 
 
-def _summary(runs, key):
-    xs = [r[key] for r in runs]
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="16,64,256")
@@ -81,7 +76,7 @@ def main(argv=None) -> int:
                 runs[arm].append(_launch(ranks, gds))
         for arm, got in runs.items():
             rows.append({"ranks": ranks, "arm": arm, "runs": got,
-                         **{k: _summary(got, k) for k in ("init_done_last_s",
+                         **{k: spread(r[k] for r in got) for k in ("init_done_last_s",
                                                           "init_cpu_median_s", "job_s")}})
             r = rows[-1]
             print(f"{ranks:>4} ranks {arm:>28}: last MPI_Init done "

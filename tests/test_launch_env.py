@@ -35,7 +35,7 @@ def test_the_callers_choice_of_store_is_kept():
 
 def _gds_priorities(env_extra):
     """PMIx's own account of the stores it chose for a real 2-rank job (its verbose list)."""
-    env = dict(os.environ, PMIX_MCA_gds_base_verbose="10", **env_extra)
+    env = dict(os.environ, PMIX_MCA_gds_base_verbose="10")
     env.pop(launch.PMIX_GDS_VAR, None)
     env.update(env_extra)
     res = launch.run(2, [sys.executable, "-c", "from mpi4py import MPI; "

@@ -18,7 +18,7 @@ import os
 import platform
 import sys
 
-__all__ = ["LOCAL", "add_output_options", "output_dir", "machine", "write_json"]
+__all__ = ["LOCAL", "add_output_options", "output_dir", "machine", "write_json", "spread"]
 
 #: the untracked subdirectory of the published directory that runs write by default
 LOCAL = "local"
@@ -57,6 +57,14 @@ def machine() -> dict:
     except OSError:   # not on every platform
         pass
     return info
+
+
+def spread(values) -> dict:
+    """``{"median", "min", "max"}`` of repeated measurements (what the reports print as
+    median [min-max])."""
+    import statistics
+    values = list(values)
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def write_json(directory: str, name: str, data: dict) -> str:
