@@ -143,6 +143,23 @@ def pmix_gds(d):
                       "job s median [min–max]"], rows))
 
 
+def startup_bytecode(d):
+    rows = [[r["ranks"], r["arm"], _mm(r["import_done_last_s"]),
+             _mm(r["import_cpu_median_s"], 1e3), _mm(r["job_s"])]
+            for r in d["rows"]]
+    by = {(r["ranks"], r["arm"]): r["import_done_last_s"]["median"] for r in d["rows"]}
+    peer = "every rank compiles"
+    ratios = "; ".join(f"{ranks} ranks {_g(by[ranks, peer] - t)} s earlier"
+                       for (ranks, arm), t in by.items() if arm != peer)
+    return (f"{d['repeat']} launches per arm and size, alternating, pyfw's bytecode deleted "
+            f"before each and `PYTHONDONTWRITEBYTECODE=1`; a program that initialises MPI "
+            f"and imports `pyfw.farm` under `pyfw-run`, timed from the launch. Last rank's "
+            f"import done with the launcher's bytecode: {ratios}.\n\n"
+            + _table(["ranks", "bytecode", "last pyfw import done s median [min–max]",
+                      "import CPU per rank ms (median rank) [min–max]",
+                      "job s median [min–max]"], rows))
+
+
 def joblib_peers(d):
     rows = [[r["workload"], r["backend"], r["workers"], _mm(r["cold_s"]), _mm(r["warm_s"]),
              "yes" if r["same_answer"] else "NO"] for r in d["rows"]]
@@ -424,6 +441,9 @@ SECTIONS = [
      "mpi_init.json", "python benchmarks/mpi_init.py --publish", mpi_init),
     ("Start-up on one host: PMIx's hash store (pyfw-run) against its default", "pmix_gds.json",
      "python benchmarks/pmix_gds.py --publish", pmix_gds),
+    ("Start-up: pyfw's bytecode compiled once by pyfw-run against in every rank",
+     "startup_bytecode.json", "python benchmarks/startup_bytecode.py --publish",
+     startup_bytecode),
     ("joblib backends: pyfw vs loky vs dask", "joblib_peers.json",
      "pip install -e .[bench] && python benchmarks/joblib_peers.py --publish", joblib_peers),
     ("Ensembles of knee simulations against per-launch peers", "ensemble_peers*.json",

@@ -35,7 +35,7 @@ from .exitguard import LEFT_MARK
 # the address check the runtimes make too; observe is a base module that names the dashboard
 # only as configuration, so the launcher does not depend on it
 from .observe import parse_address
-from . import fabric, timerslack
+from . import bytecode, fabric, timerslack
 
 __all__ = ["find_mpiexec", "mpiexec_argv", "mpi_env", "run", "supervise", "job_processes",
            "kill_job", "stop_message", "observe_env", "main", "STOP_GRACE", "TIMEOUT_STATUS"]
@@ -151,6 +151,7 @@ def run(nprocs: int, command: list[str], *, timeout: float | None = 600.0, ft: b
     marks = FATAL_MARKS + (() if _fault_tolerant(launcher_args, full_env) else (LEFT_MARK,))
     if end_grace is None:
         end_grace = float(full_env.get("PYFW_END_GRACE", END_GRACE))
+    bytecode.ensure_compiled(env=full_env)   # once here, not once in every rank
     for attempt in range(launch_retries + 1):
         # MPI_Init's wait loops on a node with many ranks per core: see pyfw.timerslack
         with timerslack.raised_for_start(nprocs, full_env):
