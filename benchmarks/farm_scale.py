@@ -34,6 +34,11 @@ no MPI, each sleeping its even share of the tasks (``ideal / tau`` sleeps of ``t
 loop, started together; its makespan / ideal and CPU per sleep are what a perfect farm on
 this box would approach (the wake-ups of hundreds of sleepers on two cores are not free).
 
+A mode with ``:unordered`` (``flat:unordered``) runs its maps unordered: results as they
+arrive, no window. An ordered map dispatches only ``window`` (65,536) tasks past the first
+result not yet handed out; beside it, the unordered map is the bound that an ordered map
+larger than its window (``--ideal 20`` from 128 ranks on 10 ms tasks) should reach.
+
 ``--profile`` runs cProfile on the master's maps and on one worker (and one sub-master in
 node mode) and writes their top functions beside the results (``farm_scale_prof_*.txt``).
 ``--testbed`` runs the same on the multi-node test bed (prefix ``h11``, 8 nodes x 32 slots:
@@ -57,6 +62,7 @@ ROOT = os.path.dirname(HERE)
 PUBLISHED = os.path.join(HERE, "results")
 T0_ENV = "PYFW_SCALE_T0"            # the launch's wall-clock time, for the ranks' marks
 DEPTH_ENV = "PYFW_SCALE_DEPTH"      # --pipeline-depth for the child (0: automatic)
+ORDER_ENV = "PYFW_SCALE_UNORDERED"  # "1": the child's maps are unordered
 TESTBED_PREFIX = "h11"
 MARKS = ("proc", "main", "mpi4py", "mpi_init", "pyfw", "farm", "ready")
 
@@ -198,7 +204,8 @@ def child(out: str, durations: list[float], ideal: float, hierarchy: str, profil
                 import cProfile
                 prof = cProfile.Profile(time.process_time)   # CPU, not wall: ranks share cores
             for tau in durations:
-                phases.append(_phase(farm, tau, ideal, prof))
+                phases.append(_phase(farm, tau, ideal, prof,
+                                     os.environ.get(ORDER_ENV) == "1"))
     if prof is not None:
         prof.disable()
     cpu_farm = time.process_time() - cpu_enter
@@ -229,7 +236,7 @@ def _profiled(farm) -> set:
     return {sub, sub + 1}
 
 
-def _phase(farm, tau: float, ideal: float, prof) -> dict:
+def _phase(farm, tau: float, ideal: float, prof, unordered: bool = False) -> dict:
     """One map of sleep tasks lasting ``tau`` on ``farm``, timed on the master."""
     import functools
     eng = farm.engine
@@ -243,7 +250,7 @@ def _phase(farm, tau: float, ideal: float, prof) -> dict:
     dup0 = eng.duplicates
     cpu0, t0 = time.process_time(), time.perf_counter()
     n = 0
-    for _ in farm.map(fn, range(tasks)):
+    for _ in farm.map(fn, range(tasks), unordered=unordered):
         n += 1
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     if prof is not None:
@@ -293,13 +300,20 @@ def floor_one(ranks: int, durations, ideal: float) -> dict:
 
 def parse_mode(mode: str) -> tuple[str, int | None]:
     """``flat`` -> (flat, None); ``nodeK`` -> (node, K); ``node`` -> (node, None: the real
-    shared-memory split, as on the test bed)."""
+    shared-memory split, as on the test bed); a ``:unordered`` suffix is left aside (see
+    :func:`unordered`)."""
+    mode = mode.partition(":")[0]
     if mode == "flat":
         return "flat", None
     if mode.startswith("node"):
         k = mode[4:]
         return "node", int(k) if k else None
     raise ValueError(f"unknown mode {mode!r}: flat, node or nodeK")
+
+
+def unordered(mode: str) -> bool:
+    """Whether ``mode`` (``flat:unordered``) runs its maps unordered."""
+    return mode.partition(":")[2] == "unordered"
 
 
 def launch_one(ranks: int, mode: str, durations, ideal, timeout, profile, bed=None,
@@ -317,6 +331,7 @@ def launch_one(ranks: int, mode: str, durations, ideal, timeout, profile, bed=No
         env, extra = job_env(bed, env), launch_options(bed)
     env.pop("PYFW_FARM_NODE_SIZE", None)
     env[DEPTH_ENV] = str(depth or 0)
+    env[ORDER_ENV] = "1" if unordered(mode) else "0"
     if node_size:
         env["PYFW_FARM_NODE_SIZE"] = str(node_size)
     fd, out = tempfile.mkstemp(suffix=".json")
@@ -449,7 +464,8 @@ def main(argv=None) -> int:
                     "(the issue's full set: 16,64,128,256)")
     ap.add_argument("--modes", default="flat,node16,node32",
                     help="flat, nodeK (blocks of K ranks), node (the real split), floor "
-                         "(forked sleepers, no scheduler: the box's limit)")
+                         "(forked sleepers, no scheduler: the box's limit); a ':unordered' "
+                         "suffix runs the maps unordered (no window)")
     ap.add_argument("--task-ms", default="1,10,100", help="task durations (ms)")
     ap.add_argument("--ideal", type=float, default=1.0,
                     help="ideal makespan of each map (s): sets the number of tasks")

@@ -123,3 +123,45 @@ def test_the_master_sleeps_longer_only_while_every_worker_has_timed_work():
             assert got[0] == {i: 0.2 for i in range(2 * n)}
             assert untimed <= IDLE_SLEEP_MIN + 1e-9, untimed      # (sums of floats)
             assert IDLE_SLEEP_MIN + 1e-9 < busy <= IDLE_SLEEP_MAX + 1e-9, busy
+
+
+def test_an_ordered_rounds_chunks_are_capped_only_when_it_outgrows_its_window():
+    from pyfw.farm.policies import make_policy
+    from pyfw.farm.rounds import WINDOW_SHARE, RoundState
+
+    def rnd(total, window):
+        return RoundState(0, range(total or 10), abs, False, total, make_policy("fac2"), "r",
+                          window=window)
+    assert rnd(1000, None).chunk_cap(8) is None          # unordered: nothing waits
+    assert rnd(1000, 1000).chunk_cap(8) is None          # every task inside the window
+    assert rnd(1001, 1000).chunk_cap(8) == 1000 // (WINDOW_SHARE * 8)
+    assert rnd(None, 1000).chunk_cap(8) == 1000 // (WINDOW_SHARE * 8)   # a lazy source
+    assert rnd(10**6, 100).chunk_cap(255) == 1           # never empty
+
+
+@pytest.mark.mpi(min_size=2)
+def test_no_chunk_of_an_ordered_round_larger_than_its_window_holds_up_the_others():
+    """A round of 600 tasks with a window of 48: unchecked, the factoring policy's first
+    chunks (600 / (2 x workers) tasks) would fill the window at once, and the dispatch of
+    everything behind a chunk would wait for it. Every chunk now takes at most
+    48 / (4 x workers) tasks; a reply (a Batch) never holds more than its chunk."""
+    from pyfw.farm.rounds import WINDOW_SHARE
+    with Farm(MPI.COMM_WORLD) as farm:
+        if farm.is_master:
+            window = 48
+            cap = max(1, window // (WINDOW_SHARE * farm.num_workers))
+            rnd = farm.open(ft.square, range(600), window=window, policy="fac2")
+            seen, largest, upto = {}, 0, 0
+            for _ in range(200_000):
+                for batch in rnd.drain():
+                    largest = max(largest, len(batch.ids))
+                    seen.update(zip(batch.ids, batch.values))
+                while upto in seen:     # handed out in order up to here
+                    upto += 1
+                rnd.release(upto)
+                if rnd.finished:
+                    break
+                farm.step()
+            rnd.close()
+            assert seen == {i: i * i for i in range(600)}
+            assert 1 <= largest <= cap, (largest, cap)

@@ -88,6 +88,7 @@ class Engine(EngineCore):
         self._tail_at = 0.0               # next look for tail copies
         self._scan_key = None             # (active rounds, depth factor) at the last one
         self._stats: list = []            # every schedulable worker's stats (AWF weights)
+        self._ranks = 1                   # ... the ranks they stand for (widths summed)
         self._round_cpu: dict = {}        # rid -> (process CPU, wall, results) at its start
         # the master process's own cost in the last round that ended: what tells whether
         # this master is the bottleneck (a flat master near busy 1 is; see docs/hierarchy.md)
@@ -434,6 +435,9 @@ class Engine(EngineCore):
                             heapq.heappush(wake, (now + left, w.rank))
                             break         # until its queued work runs down to the lead
                 k = rnd.policy.chunk(w.stats, max(1, rnd.remaining()), stats, task_time=here)
+                cap = rnd.chunk_cap(self._ranks)
+                if cap is not None:
+                    k = min(k, cap * w.stats.width)
                 ids, items = rnd.take(max(1, int(k)))
                 if not ids:
                     recheck.add(w.rank)
@@ -455,6 +459,7 @@ class Engine(EngineCore):
         if grouped or now >= self._scan_at or key != self._scan_key:
             workers = [w for w in self.alive_workers() if not groups.busy(w)]
             self._stats = [w.stats for w in workers]
+            self._ranks = sum(st.width for st in self._stats)
             self._recheck.clear()
             self._wake.clear()
             self._scan_at, self._scan_key = now + FULL_SCAN_EVERY, key

@@ -298,7 +298,9 @@ class Farm:
         (several iterables are zipped, as in the builtin ``map``). Results come in task order;
         with ``unordered=True`` they come as ``(index, result)`` pairs as soon as they arrive.
         In ordered mode at most ``window`` results (default 65536) wait for an earlier one,
-        which bounds the master's memory on huge or lazy task streams. ``total``: the number
+        which bounds the master's memory on huge or lazy task streams; the chunks of a map
+        that outgrows its window take at most ``window / (4 x workers)`` tasks each, so
+        that none holds up the others. ``total``: the number
         of tasks when the source has no ``len`` (a generator), for the progress line, the
         dashboard's "left" and ETA, and the first chunk sizes (``operator.length_hint`` is
         asked otherwise).
