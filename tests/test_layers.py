@@ -36,7 +36,8 @@ TOPS = ("pyfw", "apps")
 #: is the package face alone: a new top-level module of pyfw needs an entry here)
 LAYERS = (
     ("base", ("pyfw.comm", "pyfw.errors", "pyfw.linkemu", "pyfw.snapshots", "pyfw.observe",
-              "pyfw.exitguard", "pyfw.jobguard", "pyfw.timerslack", "pyfw.fabric")),
+              "pyfw.exitguard", "pyfw.jobguard", "pyfw.timerslack", "pyfw.fabric",
+              "pyfw.bytecode")),
     ("monitor", ("pyfw.monitor",)),
     ("collectives", ("pyfw.coll",)),
     ("runtimes", ("pyfw.farm", "pyfw.domain")),
