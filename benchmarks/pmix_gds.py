@@ -21,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from pyfw.launch import PMIX_GDS_VAR
-from pyfw.monitor.results import add_output_options, output_dir, spread, write_json
+from pyfw.monitor.results import add_output_options, alternate, output_dir, write_json
 
 PROGRAM = ("import json, os, time\n"
            "import mpi4py\n"
@@ -69,21 +69,14 @@ def main(argv=None) -> int:
     add_output_options(ap, os.path.join(HERE, "results"))
     a = ap.parse_args(argv)
     rows = []
-    for ranks in [int(x) for x in a.ranks.split(",")]:
-        runs = {arm: [] for arm in ARMS}
-        for _ in range(a.repeat):
-            for arm, gds in ARMS.items():
-                runs[arm].append(_launch(ranks, gds))
-        for arm, got in runs.items():
-            rows.append({"ranks": ranks, "arm": arm, "runs": got,
-                         **{k: spread(r[k] for r in got) for k in ("init_done_last_s",
-                                                          "init_cpu_median_s", "job_s")}})
-            r = rows[-1]
-            print(f"{ranks:>4} ranks {arm:>28}: last MPI_Init done "
-                  f"{r['init_done_last_s']['median']:.2f} s "
-                  f"({r['init_done_last_s']['min']:.2f}-{r['init_done_last_s']['max']:.2f}), "
-                  f"MPI_Init CPU {1e3 * r['init_cpu_median_s']['median']:.0f} ms, "
-                  f"job {r['job_s']['median']:.2f} s", flush=True)
+    for r in alternate([int(x) for x in a.ranks.split(",")], a.repeat, ARMS, _launch,
+                       ("init_done_last_s", "init_cpu_median_s", "job_s")):
+        rows.append(r)
+        print(f"{r['ranks']:>4} ranks {r['arm']:>28}: last MPI_Init done "
+              f"{r['init_done_last_s']['median']:.2f} s "
+              f"({r['init_done_last_s']['min']:.2f}-{r['init_done_last_s']['max']:.2f}), "
+              f"MPI_Init CPU {1e3 * r['init_cpu_median_s']['median']:.0f} ms, "
+              f"job {r['job_s']['median']:.2f} s", flush=True)
     write_json(output_dir(a), "pmix_gds.json", {"repeat": a.repeat, "rows": rows})
     return 0
 

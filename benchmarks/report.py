@@ -127,37 +127,38 @@ def mpi_init(d):
                       "whole s median [min–max]"], rows))
 
 
-def pmix_gds(d):
-    rows = [[r["ranks"], r["arm"], _mm(r["init_done_last_s"]),
-             _mm(r["init_cpu_median_s"], 1e3), _mm(r["job_s"])]
+def _startup_ab(d, key, cpu_key, peer, what, earlier, arm_header, done_header, cpu_header):
+    """A start-up setting against its peer (pmix_gds.py, startup_bytecode.py): per size
+    and arm, when the last rank got ``key`` done, its CPU per rank and the job's time.
+    ``earlier``: the headline as seconds saved, else as the peer's time over ours."""
+    rows = [[r["ranks"], r["arm"], _mm(r[key]), _mm(r[cpu_key], 1e3), _mm(r["job_s"])]
             for r in d["rows"]]
-    by = {(r["ranks"], r["arm"]): r["init_done_last_s"]["median"] for r in d["rows"]}
-    peer = "PMIx default (shmem2 first)"
-    ratios = "; ".join(f"{ranks} ranks {_g(by[ranks, peer] / t)}x"
+    by = {(r["ranks"], r["arm"]): r[key]["median"] for r in d["rows"]}
+    ratios = "; ".join(f"{ranks} ranks {_g(by[ranks, peer] - t)} s earlier" if earlier
+                       else f"{ranks} ranks {_g(by[ranks, peer] / t)}x"
                        for (ranks, arm), t in by.items() if arm != peer)
-    return (f"{d['repeat']} launches per arm and size, alternating; a program that only "
-            f"initialises MPI under `pyfw-run`, timed from the launch. Last rank's `MPI_Init` "
-            f"done, default / pyfw: {ratios}.\n\n"
-            + _table(["ranks", "PMIx store", "last MPI_Init done s median [min–max]",
-                      "MPI_Init CPU per rank ms (median rank) [min–max]",
+    return (f"{d['repeat']} launches per arm and size, alternating; {what}: {ratios}.\n\n"
+            + _table(["ranks", arm_header, done_header, cpu_header,
                       "job s median [min–max]"], rows))
+
+
+def pmix_gds(d):
+    return _startup_ab(d, "init_done_last_s", "init_cpu_median_s",
+                       "PMIx default (shmem2 first)",
+                       "a program that only initialises MPI under `pyfw-run`, timed from the "
+                       "launch. Last rank's `MPI_Init` done, default / pyfw", False,
+                       "PMIx store", "last MPI_Init done s median [min–max]",
+                       "MPI_Init CPU per rank ms (median rank) [min–max]")
 
 
 def startup_bytecode(d):
-    rows = [[r["ranks"], r["arm"], _mm(r["import_done_last_s"]),
-             _mm(r["import_cpu_median_s"], 1e3), _mm(r["job_s"])]
-            for r in d["rows"]]
-    by = {(r["ranks"], r["arm"]): r["import_done_last_s"]["median"] for r in d["rows"]}
-    peer = "every rank compiles"
-    ratios = "; ".join(f"{ranks} ranks {_g(by[ranks, peer] - t)} s earlier"
-                       for (ranks, arm), t in by.items() if arm != peer)
-    return (f"{d['repeat']} launches per arm and size, alternating, pyfw's bytecode deleted "
-            f"before each and `PYTHONDONTWRITEBYTECODE=1`; a program that initialises MPI "
-            f"and imports `pyfw.farm` under `pyfw-run`, timed from the launch. Last rank's "
-            f"import done with the launcher's bytecode: {ratios}.\n\n"
-            + _table(["ranks", "bytecode", "last pyfw import done s median [min–max]",
-                      "import CPU per rank ms (median rank) [min–max]",
-                      "job s median [min–max]"], rows))
+    return _startup_ab(d, "import_done_last_s", "import_cpu_median_s", "every rank compiles",
+                       "pyfw's bytecode deleted before each and `PYTHONDONTWRITEBYTECODE=1`; "
+                       "a program that initialises MPI and imports `pyfw.farm` under "
+                       "`pyfw-run`, timed from the launch. Last rank's import done with the "
+                       "launcher's bytecode", True, "bytecode",
+                       "last pyfw import done s median [min–max]",
+                       "import CPU per rank ms (median rank) [min–max]")
 
 
 def joblib_peers(d):

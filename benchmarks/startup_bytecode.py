@@ -25,7 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 import pyfw.bytecode
-from pyfw.monitor.results import add_output_options, output_dir, spread, write_json
+from pyfw.monitor.results import add_output_options, alternate, output_dir, write_json
 
 PYFW_DIR = os.path.dirname(os.path.abspath(pyfw.bytecode.__file__))
 
@@ -81,23 +81,15 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     rows = []
     try:
-        for ranks in [int(x) for x in a.ranks.split(",")]:
-            runs = {arm: [] for arm in ARMS}
-            for _ in range(a.repeat):
-                for arm, precompile in ARMS.items():
-                    runs[arm].append(_launch(ranks, precompile))
-            for arm, got in runs.items():
-                rows.append({"ranks": ranks, "arm": arm, "runs": got,
-                             **{k: spread(r[k] for r in got)
-                                for k in ("import_done_last_s", "import_cpu_median_s",
-                                          "job_s")}})
-                r = rows[-1]
-                print(f"{ranks:>4} ranks {arm:>24}: last pyfw import done "
-                      f"{r['import_done_last_s']['median']:.2f} s "
-                      f"({r['import_done_last_s']['min']:.2f}-"
-                      f"{r['import_done_last_s']['max']:.2f}), import CPU "
-                      f"{1e3 * r['import_cpu_median_s']['median']:.0f} ms, "
-                      f"job {r['job_s']['median']:.2f} s", flush=True)
+        for r in alternate([int(x) for x in a.ranks.split(",")], a.repeat, ARMS, _launch,
+                           ("import_done_last_s", "import_cpu_median_s", "job_s")):
+            rows.append(r)
+            print(f"{r['ranks']:>4} ranks {r['arm']:>24}: last pyfw import done "
+                  f"{r['import_done_last_s']['median']:.2f} s "
+                  f"({r['import_done_last_s']['min']:.2f}-"
+                  f"{r['import_done_last_s']['max']:.2f}), import CPU "
+                  f"{1e3 * r['import_cpu_median_s']['median']:.0f} ms, "
+                  f"job {r['job_s']['median']:.2f} s", flush=True)
     finally:
         pyfw.bytecode.ensure_compiled()    # leave the package as the launcher would
     write_json(output_dir(a), "startup_bytecode.json", {"repeat": a.repeat, "rows": rows})

@@ -18,7 +18,8 @@ import os
 import platform
 import sys
 
-__all__ = ["LOCAL", "add_output_options", "output_dir", "machine", "write_json", "spread"]
+__all__ = ["LOCAL", "add_output_options", "output_dir", "machine", "write_json", "spread",
+           "alternate"]
 
 #: the untracked subdirectory of the published directory that runs write by default
 LOCAL = "local"
@@ -65,6 +66,21 @@ def spread(values) -> dict:
     import statistics
     values = list(values)
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def alternate(sizes, repeat: int, arms: dict, launch, keys):
+    """Side-by-side launches: per size, every arm ``repeat`` times, the arms alternating
+    launch by launch (load drifts hit them alike). ``launch(size, setting)`` (``setting``:
+    the arm's value in ``arms``) returns a dict holding ``keys``. Yields one row per size and
+    arm, once the size is done: ``{"ranks", "arm", "runs", key: spread, ...}``."""
+    for size in sizes:
+        runs = {arm: [] for arm in arms}
+        for _ in range(repeat):
+            for arm, setting in arms.items():
+                runs[arm].append(launch(size, setting))
+        for arm, got in runs.items():
+            yield {"ranks": size, "arm": arm, "runs": got,
+                   **{k: spread(r[k] for r in got) for k in keys}}
 
 
 def write_json(directory: str, name: str, data: dict) -> str:
