@@ -23,7 +23,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from pyfw import fabric
-from pyfw.monitor.results import add_output_options, output_dir, spread, write_json
+from pyfw.monitor.results import add_output_options, output_dir, write_json
+from pyfw.monitor.stats import spread
 
 PROGRAM = ("import json, time\n"
            "t0 = time.perf_counter()\n"

@@ -42,3 +42,20 @@ def test_spread_against_sorted_values():
     assert spread([5, 4, 6], keep_runs=True)["runs"] == [5.0, 4.0, 6.0]
     with pytest.raises(ValueError):
         spread([])
+
+
+def test_alternate_interleaves_the_arms_and_summarises_each():
+    """Side-by-side launches: per size the arms take turns launch by launch (a drift in the
+    machine's load then hits every arm alike), and each arm's runs are summarised apart."""
+    order = []
+
+    def launch(size, setting):
+        order.append((size, setting))
+        return {"t": size + setting * len(order)}
+
+    rows = list(results.alternate([4, 8], 2, {"peer": 1, "ours": 2}, launch, ("t",)))
+    assert order == [(4, 1), (4, 2), (4, 1), (4, 2), (8, 1), (8, 2), (8, 1), (8, 2)]
+    assert [(r["ranks"], r["arm"]) for r in rows] == [(4, "peer"), (4, "ours"),
+                                                      (8, "peer"), (8, "ours")]
+    assert [run["t"] for run in rows[1]["runs"]] == [4 + 2 * 2, 4 + 2 * 4]
+    assert rows[1]["t"] == spread([8, 12])

@@ -18,8 +18,7 @@ import os
 import platform
 import sys
 
-__all__ = ["LOCAL", "add_output_options", "output_dir", "machine", "write_json", "spread",
-           "alternate"]
+__all__ = ["LOCAL", "add_output_options", "output_dir", "machine", "write_json", "alternate"]
 
 #: the untracked subdirectory of the published directory that runs write by default
 LOCAL = "local"
@@ -60,19 +59,13 @@ def machine() -> dict:
     return info
 
 
-def spread(values) -> dict:
-    """``{"median", "min", "max"}`` of repeated measurements (what the reports print as
-    median [min-max])."""
-    import statistics
-    values = list(values)
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def alternate(sizes, repeat: int, arms: dict, launch, keys):
     """Side-by-side launches: per size, every arm ``repeat`` times, the arms alternating
     launch by launch (load drifts hit them alike). ``launch(size, setting)`` (``setting``:
     the arm's value in ``arms``) returns a dict holding ``keys``. Yields one row per size and
-    arm, once the size is done: ``{"ranks", "arm", "runs", key: spread, ...}``."""
+    arm, once the size is done: ``{"ranks", "arm", "runs", key: spread, ...}``
+    (:func:`pyfw.monitor.stats.spread`)."""
+    from .stats import spread
     for size in sizes:
         runs = {arm: [] for arm in arms}
         for _ in range(repeat):
