@@ -10,7 +10,7 @@ start-up time: 256 ranks on 2 cores spent 6-7 s of the job's start compiling
 
 :func:`ensure_compiled` writes the missing or stale bytecode of the pyfw package, as ``pip
 install`` of a wheel does at install time; :mod:`pyfw.launch` calls it before it starts a
-job. It touches only pyfw's own directory, checks 90 files in about 2 ms when nothing is
+job. It touches only pyfw's own directory, checks its 90-odd files in 2 ms when nothing is
 stale, and does nothing where that directory cannot be written (an installed, read-only
 package has its bytecode from the install) or where ``$PYFW_PRECOMPILE`` is ``0``.
 """

@@ -131,3 +131,14 @@ def test_the_benchmarks_floor_is_forked_sleepers_with_their_even_share():
     assert phase["tasks"] == 2 * 5 and phase["ideal_s"] == pytest.approx(0.05)
     assert phase["makespan_over_ideal"] >= 1.0      # each sleeper slept 5 x 10 ms at least
     assert phase["cpu_us_per_task"]["workers"] > 0
+
+
+def test_the_benchmarks_unordered_suffix_keeps_the_hierarchy_and_lifts_the_window():
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import farm_scale
+    finally:
+        sys.path.pop(0)
+    assert farm_scale.parse_mode("flat:unordered") == ("flat", None)
+    assert farm_scale.parse_mode("node32:unordered") == ("node", 32)
+    assert farm_scale.unordered("flat:unordered") and not farm_scale.unordered("node32")
