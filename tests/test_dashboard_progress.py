@@ -1,6 +1,7 @@
 """What a farm shows of its progress: the master's progress line (a bar on a terminal, a
 plain line every few seconds in a batch log or under ``pyfw-run``), and the documented
 demo's "left" and ETA on the dashboard although it passes a generator."""
+import http.client
 import io
 import json
 import os
@@ -103,8 +104,8 @@ def test_demo_under_pyfw_run_shows_left_eta_and_progress_lines():
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/state", timeout=5) as r:
                 state = json.load(r)
-        except OSError:
-            continue
+        except (OSError, http.client.HTTPException):
+            continue   # not up yet, or going down with the job (a reply cut short)
         for src in state["sources"]:
             if not src["finished"] and src["latest"]["done"] > 0:
                 running.append((src["latest"], src["derived"]))
