@@ -223,7 +223,8 @@ def test_spawn_mode_in_a_batch_allocation_takes_its_universe(bed2, tmp_path, sch
                           "--timeout", "120", "--scheduler", scheduler, str(job)],
                          capture_output=True, text=True, timeout=150, env=_env(), cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
-    # seen once in a fresh-clone run: status 0 and no output file (not reproduced since)
+    # seen twice in fresh-clone runs: status 0 and no output file, a spawned worker aborted
+    # by Open MPI's TCP crossing-dial bug (see pyfw.futures._spawn.greet_peers)
     assert out.exists(), f"the job ended 0 without its output:\n{res.stdout}\n{res.stderr}"
     got = json.loads(out.read_text())
     assert got["universe"] >= 4 and got["workers"] == got["universe"] - 1, got
