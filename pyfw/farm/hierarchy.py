@@ -253,27 +253,26 @@ class SubMaster(WorkerLoop):
         moved = False
         for rid, f in list(self.forwards.items()):
             self._collect(f)
-            ends = (f.rid in self.cancelled_rounds or f.cid in self.skipped
-                    or rid in self.handed_back or f.rnd.finished)
-            if ends and len(self.forwards) == 1:
-                # the node goes idle: the master may be about to read its stats (also after
-                # a cancelled or skipped chunk, such as a tail copy whose original won)
-                self._stats_at = 0.0
-                self._substats(now)
             if f.rid in self.cancelled_rounds or f.cid in self.skipped:
-                self.engine.cancel_round(f.rnd, wait=False)
-                self._send(f, P.ABORTED, now)
+                status = P.ABORTED
             elif rid in self.handed_back:    # the master sends what did not run elsewhere
                 self.handed_back.discard(rid)
-                self.engine.cancel_round(f.rnd, wait=False)
-                self._send(f, P.DROPPED, now)
+                status = P.DROPPED
             elif f.rnd.finished:
-                self._send(f, P.OK, now)
+                status = P.OK
             else:
                 if f.pending and now - f.t_part >= P.PARTIAL_EVERY:
                     self._send(f, P.PARTIAL, now)
                     moved = True
                 continue
+            if len(self.forwards) == 1:
+                # the node goes idle: the master may be about to read its stats (also after
+                # a cancelled or skipped chunk, such as a tail copy whose original won)
+                self._stats_at = 0.0
+                self._substats(now)
+            if status != P.OK:
+                self.engine.cancel_round(f.rnd, wait=False)
+            self._send(f, status, now)
             self.engine.end_round(f.rnd)
             self.skipped.discard(f.cid)
             del self.forwards[rid]
