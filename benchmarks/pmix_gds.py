@@ -12,16 +12,14 @@ CPU in ``MPI_Init`` (the whole process: PMIx's own thread does much of the work)
 whole job's wall time; medians with min-max.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from pyfw.launch import PMIX_GDS_VAR
-from pyfw.monitor.results import add_output_options, alternate, output_dir, write_json
+from pyfw.monitor.results import (add_output_options, alternate, output_dir, timed_job,
+                                  write_json)
 
 PROGRAM = ("import json, os, time\n"
            "import mpi4py\n"
@@ -30,7 +28,7 @@ PROGRAM = ("import json, os, time\n"
            "c0 = time.process_time()\n"
            "MPI.Init()\n"
            "cpu = time.process_time() - c0\n"
-           "done = time.time() - float(os.environ['PYFW_GDS_T0'])\n"
+           "done = time.time() - float(os.environ['PYFW_LAUNCH_T0'])\n"
            "got = MPI.COMM_WORLD.gather((done, cpu), root=0)\n"
            "if MPI.COMM_WORLD.rank == 0:\n"
            "    cpus = sorted(c for _, c in got)\n"
@@ -50,16 +48,7 @@ def _launch(ranks: int, gds) -> dict:
         env[PMIX_GDS_VAR] = "shmem2,hash"
     else:
         env[PMIX_GDS_VAR] = gds
-    t0 = time.time()
-    env["PYFW_GDS_T0"] = repr(t0)
-    p = subprocess.run(["pyfw-run", "-n", str(ranks), "--timeout", "600", "--",
-                        sys.executable, "-c", PROGRAM], env=env, capture_output=True,
-                       text=True, timeout=700)
-    wall = time.time() - t0
-    if p.returncode != 0:
-        raise RuntimeError(f"{ranks} ranks, gds {gds}: exit {p.returncode}\n{p.stderr[-2000:]}")
-    row = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")][-1]
-    return dict(row, job_s=wall)
+    return timed_job(ranks, PROGRAM, env, f"gds {gds}")
 
 
 def main(argv=None) -> int:

@@ -15,17 +15,15 @@ the launch; the median rank's CPU in the import; the whole job's wall time (the 
 compiling included); medians with min-max.
 """
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 import pyfw.bytecode
-from pyfw.monitor.results import add_output_options, alternate, output_dir, write_json
+from pyfw.monitor.results import (add_output_options, alternate, output_dir, timed_job,
+                                  write_json)
 
 PYFW_DIR = os.path.dirname(os.path.abspath(pyfw.bytecode.__file__))
 
@@ -37,7 +35,7 @@ PROGRAM = ("import json, os, time\n"
            "c0 = time.process_time()\n"
            "import pyfw.farm\n"
            "cpu = time.process_time() - c0\n"
-           "done = time.time() - float(os.environ['PYFW_BYTECODE_T0'])\n"
+           "done = time.time() - float(os.environ['PYFW_LAUNCH_T0'])\n"
            "got = MPI.COMM_WORLD.gather((done, cpu), root=0)\n"
            "if MPI.COMM_WORLD.rank == 0:\n"
            "    cpus = sorted(c for _, c in got)\n"
@@ -60,17 +58,7 @@ def _launch(ranks: int, precompile: str) -> dict:
     _forget_bytecode()
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env[pyfw.bytecode.ENV] = precompile
-    t0 = time.time()
-    env["PYFW_BYTECODE_T0"] = repr(t0)
-    p = subprocess.run(["pyfw-run", "-n", str(ranks), "--timeout", "600", "--",
-                        sys.executable, "-c", PROGRAM], env=env, capture_output=True,
-                       text=True, timeout=700)
-    wall = time.time() - t0
-    if p.returncode != 0:
-        raise RuntimeError(f"{ranks} ranks, {pyfw.bytecode.ENV}={precompile}: exit "
-                           f"{p.returncode}\n{p.stderr[-2000:]}")
-    row = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")][-1]
-    return dict(row, job_s=wall)
+    return timed_job(ranks, PROGRAM, env, f"{pyfw.bytecode.ENV}={precompile}")
 
 
 def main(argv=None) -> int:

@@ -59,3 +59,18 @@ def test_alternate_interleaves_the_arms_and_summarises_each():
                                                       (8, "peer"), (8, "ours")]
     assert [run["t"] for run in rows[1]["runs"]] == [4 + 2 * 2, 4 + 2 * 4]
     assert rows[1]["t"] == spread([8, 12])
+
+
+@pytest.mark.launch
+def test_timed_job_hands_the_launch_time_to_the_ranks_and_reads_the_last_json_line():
+    program = ("import json, os, time\n"
+               "from mpi4py import MPI\n"
+               "since = time.time() - float(os.environ['PYFW_LAUNCH_T0'])\n"
+               "if MPI.COMM_WORLD.rank == 0:\n"
+               "    print(json.dumps({'first': 1}))\n"
+               "    print(json.dumps({'since_s': since}))\n")
+    row = results.timed_job(2, program, dict(os.environ), "a test job")
+    assert set(row) == {"since_s", "job_s"}
+    assert 0 < row["since_s"] < row["job_s"]
+    with pytest.raises(RuntimeError, match="2 ranks, a failing job: exit"):
+        results.timed_job(2, "raise SystemExit(3)", dict(os.environ), "a failing job")

@@ -18,7 +18,11 @@ import os
 import platform
 import sys
 
-__all__ = ["LOCAL", "add_output_options", "output_dir", "machine", "write_json", "alternate"]
+__all__ = ["LOCAL", "add_output_options", "output_dir", "machine", "write_json", "alternate",
+           "timed_job", "LAUNCH_T0_ENV"]
+
+#: the launch's wall-clock time, handed to the ranks of a :func:`timed_job`
+LAUNCH_T0_ENV = "PYFW_LAUNCH_T0"
 
 #: the untracked subdirectory of the published directory that runs write by default
 LOCAL = "local"
@@ -74,6 +78,27 @@ def alternate(sizes, repeat: int, arms: dict, launch, keys):
         for arm, got in runs.items():
             yield {"ranks": size, "arm": arm, "runs": got,
                    **{k: spread(r[k] for r in got) for k in keys}}
+
+
+def timed_job(ranks: int, program: str, env: dict, what: str) -> dict:
+    """Run ``python -c program`` under ``pyfw-run -n ranks`` with ``env``, the launch's
+    wall-clock time in ``$PYFW_LAUNCH_T0`` (for the ranks to time their start-up from it);
+    returns the last JSON line the job printed, with ``job_s`` (the whole job's wall time)
+    added. A job that fails raises, naming ``what`` and ending with its stderr."""
+    import json
+    import subprocess
+    import time
+    env = dict(env)
+    t0 = time.time()
+    env[LAUNCH_T0_ENV] = repr(t0)
+    p = subprocess.run(["pyfw-run", "-n", str(ranks), "--timeout", "600", "--",
+                        sys.executable, "-c", program], env=env, capture_output=True,
+                       text=True, timeout=700)
+    wall = time.time() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"{ranks} ranks, {what}: exit {p.returncode}\n{p.stderr[-2000:]}")
+    row = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")][-1]
+    return dict(row, job_s=wall)
 
 
 def write_json(directory: str, name: str, data: dict) -> str:
