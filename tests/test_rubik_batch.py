@@ -12,6 +12,7 @@ from mpi4py import MPI
 from apps.rubik.batch import BatchSolver, read_entries, search_cube
 from apps.rubik.cube import Cube
 from apps.rubik.solver import Heuristic, Solver
+from pyfw import launch
 from pyfw.farm import Farm
 from mpi_util import agree
 
@@ -45,6 +46,17 @@ def test_read_entries_skips_blanks_and_comments_and_numbers_bad_lines():
     assert "X" in es[1].error
     assert es[0].scramble_length == 4 and es[2].scramble_length is None
     assert es[2].cube.is_solved and es[3].cube == Cube.from_moves("F2 B'")
+
+
+def test_read_entries_takes_colour_letter_facelets_and_counts_unspaced_scrambles():
+    cube = Cube.from_moves("R U F'")
+    # the colours a cuber writes (white up, green front): facelets, not moves
+    colours = cube.facelets().translate(str.maketrans("URFDLB", "wrgyob"))
+    es = read_entries([colours, "RU2F'", "U1 R3 F2", "wwwwwwwwwrrrrrrrrr"])
+    assert es[0].error is None and es[0].cube == cube and es[0].scramble_length is None
+    assert es[1].cube == Cube.from_moves("R U2 F'") and es[1].scramble_length == 3
+    assert es[2].cube == Cube.from_moves("U R' F2")
+    assert es[3].error is not None                    # 18 letters: neither moves nor facelets
 
 
 class _Farm:
@@ -159,6 +171,34 @@ def test_cli_batch_from_stdin_reports_bad_lines_and_a_summary(tmp_path):
     assert p1.returncode == p2.returncode == 0, p1.stderr + p2.stderr
     s2 = json.loads(p2.stdout.splitlines()[-1])["summary"]
     assert s2["resumed"] == 2 and s2["generated"] == 0
+
+
+def test_cli_batch_file_that_cannot_be_read_or_decoded(tmp_path):
+    common = ["--heuristic", "phase1", "--table-depth", str(DEPTH), "--cache-dir",
+              str(tmp_path), "--json"]
+    missing = str(tmp_path / "no-such-file.txt")
+    p = _cli(["--file", missing] + common, timeout=60)
+    assert p.returncode == 2 and "no-such-file.txt" in p.stderr
+    assert "No such file" in p.stderr and "Traceback" not in p.stderr
+    # a byte-order mark is not a bad first line; bytes that are not UTF-8 make their line
+    # bad (with its number), and the other lines are solved
+    path = tmp_path / "cubes.txt"
+    path.write_bytes(b"\xef\xbb\xbfR U R' U'\n\xff\xfeR\nF2 D L'\n")
+    p = _cli(["--file", str(path)] + common)
+    rows = [json.loads(x) for x in p.stdout.splitlines()]
+    assert p.returncode == 1, p.stderr
+    assert {r["line"]: r["length"] for r in rows if "length" in r} == {1: 4, 3: 3}
+    assert [r["line"] for r in rows if "error" in r] == [2]
+
+
+@pytest.mark.launch
+def test_a_batch_file_that_cannot_be_read_ends_every_rank(tmp_path):
+    missing = str(tmp_path / "no-such-file.txt")
+    res = launch.run(3, [sys.executable, "-m", "apps.rubik", "--file", missing, "--heuristic",
+                         "phase1", "--table-depth", str(DEPTH), "--cache-dir", str(tmp_path)],
+                     timeout=120, capture=True, cwd=ROOT)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stderr.count("cannot read the batch file") == 1   # said once, by the master
 
 
 @pytest.mark.mpi(min_size=2)

@@ -61,6 +61,7 @@ def test_parse_moves_is_tolerant_and_precise():
     assert parse_moves("R U2 F'") == [3, 1, 8]
     assert parse_moves("RU2F'") == parse_moves("  R  U2   F' ") == [3, 1, 8]
     assert parse_moves("R2' U3 F’") == [4, 2, 8]
+    assert parse_moves("U1 R3 F2") == parse_moves("U R' F2") == [0, 5, 7]   # turn counts
     assert parse_moves("") == []
     assert format_moves(parse_moves("D L2 B'")) == "D L2 B'"
     with pytest.raises(InvalidCubeError, match="position 2"):

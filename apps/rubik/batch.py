@@ -38,12 +38,12 @@ import numpy as np
 
 from pyfw.farm import Task
 
-from .cube import Cube, InvalidCubeError, format_moves
+from .cube import Cube, InvalidCubeError, format_moves, parse_moves
 from .frontier import Frontier
 from .parallel import STEAL_SLICE_NODES, YIELD_SECONDS, _tables, search_subtree
 from .position_symmetry import SymmetryFilter
 from .pruning import BRANCHING
-from .solver import check_cube, check_limit
+from .solver import check_cube, check_limit, is_facelet_string
 
 #: a whole cube's task hands back its remainder after this long, so that a cube running
 #: when the queue of unstarted cubes empties can be split within this time
@@ -77,9 +77,8 @@ def read_entries(lines):
         except (InvalidCubeError, ValueError) as exc:
             entry.error = str(exc) or type(exc).__name__
         else:
-            compact = "".join(text.split())
-            if not (len(compact) == 54 and set(compact) <= set("URFDLB")):
-                entry.scramble_length = len(text.split())
+            if not is_facelet_string(text):
+                entry.scramble_length = len(parse_moves(text))
         out.append(entry)
     return out
 

@@ -11,11 +11,31 @@ import time
 from .batch import BatchSolver, read_entries, summary
 
 
-def _read_lines(path):
+def read_lines(path):
+    """The lines of a batch file (``-``: standard input). A byte-order mark is dropped and
+    bytes that are not UTF-8 are replaced, so such a line is reported as bad with its number
+    instead of failing the whole file; OSError if the file cannot be read."""
     if path == "-":
-        return sys.stdin.read().splitlines()
-    with open(path) as f:
-        return f.read().splitlines()
+        data = sys.stdin.buffer.read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
+    return data.decode("utf-8-sig", errors="replace").splitlines()
+
+
+def read_on_master(path, comm):
+    """:func:`read_lines` on rank 0 of ``comm``; every rank gets ``(lines, problem)``, with
+    lines None on the other ranks and problem a message naming the file and why it cannot be
+    read (then every rank stops, none waits for the others)."""
+    lines = problem = None
+    if comm.rank == 0:
+        try:
+            lines = read_lines(path)
+        except OSError as exc:
+            problem = f"cannot read the batch file {path!r}: {exc.strerror or exc}"
+    if comm.size > 1:
+        problem = comm.mpi.bcast(problem, root=0)
+    return lines, problem
 
 
 def _print_result(r, args, out):
@@ -52,8 +72,9 @@ def _print_summary(s, args, out):
         print(f"resumed   {s['resumed']} cube(s) from the journal", file=out)
 
 
-def solve_file(args, comm, out, log):
-    """Solve the batch of ``args.file`` (every rank calls this; rank 0 is the master)."""
+def solve_file(args, comm, out, log, lines):
+    """Solve the batch of ``lines`` read from ``args.file`` (every rank calls this; rank 0 is
+    the master, the only rank that needs ``lines``)."""
     from pyfw.farm import Farm
     from .parallel import preload
     from .solver import Heuristic
@@ -67,7 +88,7 @@ def solve_file(args, comm, out, log):
     with Farm(mpi, setup=preload, setup_args=spec, journal=args.journal) as farm:
         if not farm.is_master:
             return 0
-        entries = read_entries(_read_lines(args.file))
+        entries = read_entries(lines)
         errors = [e for e in entries if e.error is not None]
         for e in errors:
             _print_error(e, args, out)

@@ -185,6 +185,14 @@ def main(argv=None, out=None):
     if args.journal and not args.file:
         print("error: --journal goes with --file", file=sys.stderr)
         return 2
+    lines = None
+    if args.file and not args.build_tables:
+        from .batch_cli import read_on_master
+        lines, problem = read_on_master(args.file, comm)
+        if problem:
+            if comm.rank == 0:
+                print(f"error: {problem}", file=sys.stderr)
+            return 2
     cube = None
     if not args.build_tables and not args.file:
         try:
@@ -200,7 +208,7 @@ def main(argv=None, out=None):
         return _build_tables(args, out)
     if args.file:
         from .batch_cli import solve_file
-        return solve_file(args, comm, out, _log)
+        return solve_file(args, comm, out, _log, lines)
     beat = _Heartbeat()
     if comm.size == 1 or args.serial:
         return _solve_serial(cube, args, beat, out)

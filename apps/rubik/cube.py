@@ -226,12 +226,13 @@ def _make_moves():
 MOVE_CUBES = _make_moves()
 SOLVED = Cube.solved()
 
-_TOKEN = re.compile(r"\s*([URFDLB])\s*(2'|2|3|'|’|′|)")
+_TOKEN = re.compile(r"\s*([URFDLB])\s*(2'|1|2|3|'|’|′|)")
 
 
 def parse_moves(moves):
     """Move indices (0..17) from a Singmaster string like ``"R U2 F'"`` (spacing optional;
-    ``R2'`` = R2, ``R3`` = R', typographic primes accepted) or from a sequence of indices.
+    ``R2'`` = R2, ``R1``/``R3`` = R/R' as in quarter-turn counts, typographic primes
+    accepted) or from a sequence of indices.
     Raises InvalidCubeError at the first token it cannot read."""
     if isinstance(moves, str):
         out, pos, s = [], 0, moves.rstrip()
@@ -240,8 +241,8 @@ def parse_moves(moves):
             if m is None:
                 raise InvalidCubeError(
                     f"cannot read a move at position {pos} of {moves!r}: {s[pos:pos + 5]!r} "
-                    f"(moves are U R F D L B, optionally followed by 2 or ')")
-            turns = {"": 1, "2": 2, "2'": 2, "3": 3, "'": 3, "’": 3, "′": 3}[m.group(2)]
+                    f"(moves are U R F D L B, optionally followed by 2, ' or a turn count 1-3)")
+            turns = {"": 1, "1": 1, "2": 2, "2'": 2, "3": 3, "'": 3, "’": 3, "′": 3}[m.group(2)]
             out.append(3 * FACES.index(m.group(1)) + turns - 1)
             pos = m.end()
         return out

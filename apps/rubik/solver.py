@@ -361,14 +361,21 @@ class SolveResult:
         return d
 
 
+def is_facelet_string(text):
+    """Whether ``text`` is read as 54 stickers rather than moves: 54 letters (spaces aside)
+    whose first centre reads U, or which cannot be moves (colour letters such as
+    ``wrgyob``)."""
+    s = "".join(text.split())
+    return len(s) == 54 and s.isalpha() and (s[4] == "U" or not set(s) <= set("URFDLB"))
+
+
 def check_cube(cube):
     """Accept a Cube, move string or facelet string; return a validated Cube."""
     if isinstance(cube, Cube):
         return Cube(cube.cp, cube.co, cube.ep, cube.eo)  # validates
     if isinstance(cube, str):
-        s = "".join(cube.split())
-        if len(s) == 54 and set(s) <= set("URFDLB") and s[4] == "U":
-            return Cube.from_facelets(s)
+        if is_facelet_string(cube):
+            return Cube.from_facelets(cube)
         return Cube.from_moves(cube)
     raise InvalidCubeError(f"expected a Cube, a move string or a facelet string, got {type(cube).__name__}")
 
