@@ -6,6 +6,7 @@ test bed cannot be built (not root, no ip netns)."""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -212,6 +213,21 @@ if __name__ == "__main__":
 """
 
 
+#: Open MPI 5.0.11's runtime (its bundled PRRTE), spawning across two test-bed nodes from
+#: mpiexec on the first one, aborted in about one job in 13 (3 of 40 runs, 2026-11-28):
+#: mostly "PMIX ERROR ... pmix_server_dyn.c" (its handling of the spawn's connect), then a
+#: heap error ("double free or corruption", "free(): invalid pointer") that aborts prterun
+#: itself, the mpiexec of the job script. A job that died that way is run again.
+SPAWN_ATTEMPTS = 3
+_HEAP_ERRORS = ("double free", "free(): invalid", "corrupted", "malloc(): ", "munmap_chunk")
+
+
+def _open_mpi_spawn_crash(res) -> bool:
+    out = res.stdout + res.stderr
+    return (res.returncode == 134 and re.search(r"Aborted( \(core dumped\))?\s+mpiexec ", out) is not None
+            and any(m in out for m in _HEAP_ERRORS))
+
+
 @pytest.mark.parametrize("scheduler", ["slurm", "pbs"])
 def test_spawn_mode_in_a_batch_allocation_takes_its_universe(bed2, tmp_path, scheduler):
     # mpiexec -n 1 in a (faked) Slurm/PBS job: MPIPoolExecutor() spawns universe - 1
@@ -219,12 +235,16 @@ def test_spawn_mode_in_a_batch_allocation_takes_its_universe(bed2, tmp_path, sch
     prog, out, job = tmp_path / "prog.py", tmp_path / "out.json", tmp_path / "job.sh"
     prog.write_text(SPAWNING)
     job.write_text(f"#!/bin/bash\nmpiexec -n 1 {sys.executable} {prog} {out}\n")
-    res = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}c2", "job",
-                          "--timeout", "120", "--scheduler", scheduler, str(job)],
-                         capture_output=True, text=True, timeout=150, env=_env(), cwd=tmp_path)
+    for attempt in range(SPAWN_ATTEMPTS):
+        res = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}c2",
+                              "job", "--timeout", "120", "--scheduler", scheduler, str(job)],
+                             capture_output=True, text=True, timeout=150, env=_env(),
+                             cwd=tmp_path)
+        if not _open_mpi_spawn_crash(res):
+            break
+        print(f"attempt {attempt + 1}: Open MPI's runtime crashed in MPI_Comm_spawn "
+              f"(PRRTE's connect handling, not pyfw); again:\n{res.stderr[-1500:]}")
     assert res.returncode == 0, res.stdout + res.stderr
-    # seen twice in fresh-clone runs: status 0 and no output file, a spawned worker aborted
-    # by Open MPI's TCP crossing-dial bug (see pyfw.futures._spawn.greet_peers)
     assert out.exists(), f"the job ended 0 without its output:\n{res.stdout}\n{res.stderr}"
     got = json.loads(out.read_text())
     assert got["universe"] >= 4 and got["workers"] == got["universe"] - 1, got

@@ -269,16 +269,24 @@ def _main(argv: list[str] | None) -> int:
     envdir = _shim_dir(a.prefix, info)   # job
     try:
         env = scheduler_env(info, a.scheduler, os.getcwd(), envdir)
-        return _run_job(a.script, a.timeout, mpi_env(env, 1, local=False))
+        return _run_job(a.script, a.timeout, mpi_env(env, 1, local=False), info)
     finally:
         shutil.rmtree(envdir, ignore_errors=True)   # the shims die with the job
 
 
-def _run_job(script: str, timeout: float, env: dict) -> int:
+def _run_job(script: str, timeout: float, env: dict, info: dict) -> int:
     """Run a batch script under ``env`` as one job (see :func:`pyfw.launch.supervise`): a
-    timeout or a stop signal ends the script, its mpiexec and every rank."""
+    timeout or a stop signal ends the script, its mpiexec and every rank.
+
+    The script runs on the allocation's first node (in its namespaces, under its hostname),
+    as Slurm and PBS run a batch script: its ``mpiexec`` is then on a node of the job, not
+    beside them. Run from outside the nodes, Open MPI 5.0's runtime lost a daemon in about
+    one spawn-mode job in six on two nodes ("PRTE has lost communication with a remote
+    daemon", the job ended with status 0 and no output) and once hung in ``MPI_Comm_spawn``."""
     from ..launch import supervise
-    res = supervise(["bash", script], env, timeout=timeout, watch_stderr=False, reraise=False)
+    node = info["nodes"][0]["name"]
+    command = [agent_path(info["prefix"]), node, "bash", shlex.quote(script)]
+    res = supervise(command, env, timeout=timeout, watch_stderr=False, reraise=False)
     _say_how_it_ended("pyfw-cluster job", res, timeout)
     return res.returncode
 
