@@ -24,8 +24,8 @@ from . import _context
 from ._context import WORKER_RUN_NAME
 
 __all__ = ["max_workers_default", "python_flags", "spawn", "SpawnedFarm", "SpawnError",
-           "SERVER_MODULE", "release", "greet_workers", "greet_parent", "greet_peers",
-           "say_last", "drain_workers"]
+           "SERVER_MODULE", "release", "greet_workers", "greet_parent", "say_last",
+           "drain_workers"]
 
 SERVER_MODULE = "pyfw.futures.server"
 
@@ -157,43 +157,16 @@ _GREETING_TAG = 77
 
 def greet_workers(intercomm) -> None:
     """Parent side: take every spawned worker's greetings, in rank order, before sending
-    them anything (after the bcast, which only the parent sends); the first greeting of each
-    names its host, and the parent hands the list back (see :func:`greet_peers`)."""
-    hosts = []
+    them anything (after the bcast, which only the parent sends)."""
     for rank in range(intercomm.Get_remote_size()):
-        for i in range(GREETINGS):
-            host = intercomm.recv(source=rank, tag=_GREETING_TAG)
-            if i == 0:
-                hosts.append(host)
-    intercomm.bcast(hosts, root=MPI.ROOT)
+        for _ in range(GREETINGS):
+            intercomm.recv(source=rank, tag=_GREETING_TAG)
 
 
-def greet_parent(parent) -> list:
-    """Worker side of :func:`greet_workers`; returns every worker's host, by rank."""
-    parent.send(socket.gethostname(), dest=0, tag=_GREETING_TAG)
-    for _ in range(GREETINGS - 1):
+def greet_parent(parent) -> None:
+    """Worker side of :func:`greet_workers`."""
+    for _ in range(GREETINGS):
         parent.send(None, dest=0, tag=_GREETING_TAG)
-    return parent.bcast(None, root=0)
-
-
-def greet_peers(comm, hosts: list) -> None:
-    """Workers among themselves, before their first collective: each worker greets every
-    worker of a higher rank on another host (the TCP connections between two workers are
-    then dialled by the lower rank alone) and takes the greetings of those of a lower rank
-    before it sends them anything. The parent's greetings cover only the parent's own
-    connections; a crossing dial between two workers on different hosts in the merge or the
-    farm's set-up aborted one at disconnect the same way (seen on the test bed: "Socket
-    closed ... on a NULL communicator" from a spawned worker, then the job torn down)."""
-    me = comm.Get_rank()
-    mine = hosts[me]
-    sends = [comm.isend(None, dest=peer, tag=_GREETING_TAG)
-             for peer in range(me + 1, len(hosts)) if hosts[peer] != mine
-             for _ in range(GREETINGS)]
-    for peer in range(me):
-        if hosts[peer] != mine:
-            for _ in range(GREETINGS):
-                comm.recv(source=peer, tag=_GREETING_TAG)
-    MPI.Request.Waitall(sends)
 
 
 #: the last message a worker sends on its farm's communicator (see :func:`drain_workers`)

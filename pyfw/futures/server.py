@@ -144,10 +144,9 @@ def main() -> int:
         print("pyfw.futures.server is started by a pyfw.futures executor (MPI_Comm_spawn), "
               "not by hand", file=sys.stderr)
         return 2
-    from ._spawn import greet_parent, greet_peers
+    from ._spawn import greet_parent
     sync = parent.bcast(None, root=0)
-    hosts = greet_parent(parent)   # before any other traffic: see _spawn.GREETINGS
-    greet_peers(MPI.COMM_WORLD, hosts)
+    greet_parent(parent)   # before any other traffic: see _spawn.GREETINGS
     stopping = _parent_gone(*sync["parent"])
     setup = None
     try:
