@@ -52,10 +52,10 @@ def test_read_entries_takes_colour_letter_facelets_and_counts_unspaced_scrambles
     cube = Cube.from_moves("R U F'")
     # the colours a cuber writes (white up, green front): facelets, not moves
     colours = cube.facelets().translate(str.maketrans("URFDLB", "wrgyob"))
-    es = read_entries([colours, "RU2F'", "U1 R3 F2", "wwwwwwwwwrrrrrrrrr"])
+    es = read_entries([colours, "RU2F'", "U1 R3 F2 (3f*)", "wwwwwwwwwrrrrrrrrr"])
     assert es[0].error is None and es[0].cube == cube and es[0].scramble_length is None
     assert es[1].cube == Cube.from_moves("R U2 F'") and es[1].scramble_length == 3
-    assert es[2].cube == Cube.from_moves("U R' F2")
+    assert es[2].cube == Cube.from_moves("U R' F2") and es[2].scramble_length == 3
     assert es[3].error is not None                    # 18 letters: neither moves nor facelets
 
 

@@ -30,6 +30,7 @@ there instead of solving it again, whatever line it is on. (The pieces' own roun
 journaled too, by the farm, under names unique to the run: never taken up again.)
 """
 import heapq
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -62,13 +63,18 @@ class Entry:
     scramble_length: int = None
 
 
+#: a trailing length annotation, as Cube Explorer writes solutions: ``(18f*)``, ``(20f)``
+_LENGTH_NOTE = re.compile(r"\s*\(\s*\d+\s*[fhqs]?\s*\*?\s*\)\s*$")
+
+
 def read_entries(lines):
     """The cubes of a batch file: one scramble or one 54-facelet string per line; blank
-    lines and ``#`` comments (whole lines, or the rest of a line) are skipped. A line that
-    is not a valid cube becomes an :class:`Entry` with its ``error``."""
+    lines and ``#`` comments (whole lines, or the rest of a line) are skipped, and so is a
+    length annotation at the end of a scramble (``(18f*)``). A line that is not a valid
+    cube becomes an :class:`Entry` with its ``error``."""
     out = []
     for number, raw in enumerate(lines, 1):
-        text = raw.split("#", 1)[0].strip()
+        text = _LENGTH_NOTE.sub("", raw.split("#", 1)[0]).strip()
         if not text:
             continue
         entry = Entry(number, text)
