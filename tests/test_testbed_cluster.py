@@ -213,23 +213,28 @@ if __name__ == "__main__":
 """
 
 
-#: Open MPI 5.0.11's runtime (its bundled PRRTE) fails in about one two-node spawn in 13
-#: (4 of 80 runs from mpiexec on the first node, 2026-11-28), after "PMIX ERROR ...
-#: pmix_server_dyn.c" (its handling of the spawn's connect): a heap error ("double free or
-#: corruption", "free(): invalid pointer") aborts prterun itself, the job script's mpiexec;
-#: or it loses its remote daemon ("PRTE has lost communication with a remote daemon") and
-#: ends the job with status 0 before the program's output. A job that died either way is
-#: run again.
-SPAWN_ATTEMPTS = 3
+#: Open MPI 5.0.11's runtime (its bundled PRRTE) prints "PMIX ERROR ... pmix_server_dyn.c"
+#: (its handling of the spawn's connect) in every two-node spawn here, mpi4py.futures' own
+#: included, and now and then crashes after it: a heap error ("corrupted size vs.
+#: prev_size", "free(): invalid pointer", "double free or corruption") aborts prterun, the
+#: job script's mpiexec, or leaves it stuck in "Abort is in progress" until the job's
+#: timeout; or it loses its remote daemon and ends the job with status 0 before the
+#: program's output. Measured 2026-11-28: 4 of 80 runs of a loop of this job, none in 90
+#: alternating runs of this job and mpi4py.futures' equivalent, 1 of 10 runs of the test
+#: from a fresh clone, 3 of 4 in one fresh-clone suite. A job that died that way is run again; if every attempt did, the test is an
+#: expected failure that names the crash.
+SPAWN_ATTEMPTS = 4
 _HEAP_ERRORS = ("double free", "free(): invalid", "corrupted", "malloc(): ", "munmap_chunk")
 
 
 def _open_mpi_spawn_crash(res) -> bool:
     out = res.stdout + res.stderr
-    aborted = (res.returncode == 134 and any(m in out for m in _HEAP_ERRORS)
+    heap = any(m in out for m in _HEAP_ERRORS)
+    aborted = (res.returncode == 134 and heap
                and re.search(r"Aborted( \(core dumped\))?\s+mpiexec ", out) is not None)
+    stuck = res.returncode == 124 and heap          # killed at the job's timeout
     lost = "pmix_server_dyn.c" in out and "lost communication with a remote daemon" in out
-    return aborted or lost
+    return aborted or stuck or lost
 
 
 @pytest.mark.parametrize("scheduler", ["slurm", "pbs"])
@@ -240,14 +245,18 @@ def test_spawn_mode_in_a_batch_allocation_takes_its_universe(bed2, tmp_path, sch
     prog.write_text(SPAWNING)
     job.write_text(f"#!/bin/bash\nmpiexec -n 1 {sys.executable} {prog} {out}\n")
     for attempt in range(SPAWN_ATTEMPTS):
+        out.unlink(missing_ok=True)
         res = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}c2",
-                              "job", "--timeout", "120", "--scheduler", scheduler, str(job)],
-                             capture_output=True, text=True, timeout=150, env=_env(),
+                              "job", "--timeout", "45", "--scheduler", scheduler, str(job)],
+                             capture_output=True, text=True, timeout=75, env=_env(),
                              cwd=tmp_path)
-        if out.exists() or not _open_mpi_spawn_crash(res):
+        if not _open_mpi_spawn_crash(res):
             break
         print(f"attempt {attempt + 1}: Open MPI's runtime crashed in MPI_Comm_spawn "
-              f"(PRRTE's connect handling, not pyfw); again:\n{res.stderr[-1500:]}")
+              f"(prterun, not pyfw):\n{res.stderr[-1500:]}")
+    else:
+        pytest.xfail(f"Open MPI's runtime crashed in all {SPAWN_ATTEMPTS} attempts "
+                     f"(see the output above)")
     assert res.returncode == 0, res.stdout + res.stderr
     assert out.exists(), f"the job ended 0 without its output:\n{res.stdout}\n{res.stderr}"
     got = json.loads(out.read_text())
