@@ -196,6 +196,32 @@ def test_batch_template_runs_unchanged_on_the_test_bed(bed2, tmp_path, scheduler
     assert set(glob.glob(shims)) <= before, "the job's shim directory outlived it"
 
 
+@pytest.mark.parametrize("scheduler,script", [("slurm", "rubik.slurm"), ("pbs", "rubik.pbs")])
+def test_rubik_template_solves_a_file_of_cubes_and_resumes_from_its_journal(
+        bed2, tmp_path, scheduler, script):
+    cubes = tmp_path / "cubes.txt"
+    cubes.write_text("# a batch\nR U R' U'\nF2 D L' U R2\nR U Q\nB2 L' D (3f*)\n")
+    env = dict(_env(), RESULTS=str(tmp_path / "results"), CUBES=str(cubes), HEURISTIC="phase1",
+               PYFW_RUBIK_CACHE=str(tmp_path / "tables"))
+    runs = []
+    for _ in range(2):   # the second job, as after a requeue, takes every cube from the journal
+        res = subprocess.run([sys.executable, "-m", "pyfw.testbed.cli", "--prefix", f"{P}c2",
+                              "job", "--timeout", "240", "--scheduler", scheduler,
+                              os.path.join(ROOT, "jobs", script)],
+                             capture_output=True, text=True, timeout=270, env=env, cwd=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr     # 1: the bad line
+        runs.append(res)
+    first, second = sorted((tmp_path / "results").glob("batch-*.jsonl"),
+                           key=lambda f: f.stat().st_mtime)
+    rows = [json.loads(x) for x in first.read_text().splitlines()]
+    assert {r["line"]: r["length"] for r in rows if "length" in r} == {2: 4, 3: 5, 5: 3}
+    assert [r["line"] for r in rows if "error" in r] == [4]
+    assert all(r["verified"] for r in rows if "length" in r)
+    again = json.loads(second.read_text().splitlines()[-1])["summary"]
+    assert again["resumed"] == 3 and again["generated"] == 0, again
+    assert '"summary"' in runs[1].stdout          # the template prints the summary
+
+
 SPAWNING = """
 import json, os, socket, sys
 from mpi4py import MPI
