@@ -14,6 +14,7 @@ import argparse
 import glob
 import json
 import os
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -400,6 +401,27 @@ def rubik_batch(d):
     return "\n\n".join(out)
 
 
+def rubik_vcube(d):
+    res = d["results"]
+    rows = [[c["seed"], c["length"], _g(c.get("ours_generated")),
+             _g(statistics.median(c["ours_seconds"])), _g(statistics.median(c["vcube_seconds"])),
+             _g(c["ratio"])] for c in res["per_cube"]]
+    by_length = "; ".join(
+        f"{k.split('_')[2]}-movers ({v['cubes']}): ours {_g(v['ours'])} s, vcube {_g(v['vcube'])} s"
+        for k, v in res.items() if k.startswith("mean_seconds_"))
+    return "\n\n".join([
+        f"`Cube.random({d['seeds']})`, one thread each, {d['repeats']} rounds alternating "
+        f"which solver goes first; ours: table {d['ours_table']}, vcube: table "
+        f"{d['vcube_table']}. {d.get('note', '')} Each solver's own solve time "
+        f"(tables loaded before its clock), medians over the rounds; lengths agree on every "
+        f"cube and every vcube solution solves our cube model.",
+        _table(["seed", "length", "our nodes", "ours s", "vcube s", "ours / vcube"], rows),
+        f"Mean solve: ours **{_g(res['ours']['mean_seconds'])} s**, vcube "
+        f"**{_g(res['vcube']['mean_seconds'])} s** ({_g(res['ratio_of_means'])}x); per cube "
+        f"ours / vcube: geometric mean {_g(res['ratio_geomean'])}, "
+        f"{_g(res['ratio_min'])}–{_g(res['ratio_max'])}. {by_length}."])
+
+
 def rubik_startup(d):
     from rubik_startup import table     # the benchmark's own table
     commits = ", ".join(f"{k}: {v}" for k, v in d.get("commits", {}).items())
@@ -481,6 +503,8 @@ SECTIONS = [
      "python benchmarks/rubik_speedup.py --publish", rubik_speedup),
     ("Rubik: batches of cubes against one launch per cube", "rubik_batch*.json",
      "python benchmarks/rubik_batch.py --cubes N --publish", rubik_batch),
+    ("Rubik: per-core speed against vcube (C++) on this machine", "rubik_vcube.json",
+     "python benchmarks/rubik_vcube.py --vcube PATH --publish", rubik_vcube),
     ("Rubik: start-up to the first search node (before / after, one run)",
      "rubik_startup.json", "python benchmarks/rubik_startup.py --baseline OLD_TREE --publish",
      rubik_startup),
