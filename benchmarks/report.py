@@ -403,17 +403,18 @@ def rubik_batch(d):
 
 def rubik_vcube(d):
     res = d["results"]
-    rows = [[c["seed"], c["length"], _g(c.get("ours_generated")),
-             _g(statistics.median(c["ours_seconds"])), _g(statistics.median(c["vcube_seconds"])),
-             _g(c["ratio"])] for c in res["per_cube"]]
+    def spread(xs):
+        return f"{_g(statistics.median(xs))} [{_g(min(xs))}–{_g(max(xs))}]"
+    rows = [[c["seed"], c["length"], _g(c.get("ours_generated")), spread(c["ours_seconds"]),
+             spread(c["vcube_seconds"]), _g(c["ratio"])] for c in res["per_cube"]]
     by_length = "; ".join(
         f"{k.split('_')[2]}-movers ({v['cubes']}): ours {_g(v['ours'])} s, vcube {_g(v['vcube'])} s"
         for k, v in res.items() if k.startswith("mean_seconds_"))
     return "\n\n".join([
         f"`Cube.random({d['seeds']})`, one thread each, {d['repeats']} rounds alternating "
         f"which solver goes first; ours: table {d['ours_table']}, vcube: table "
-        f"{d['vcube_table']}. {d.get('note', '')} Each solver's own solve time "
-        f"(tables loaded before its clock), medians over the rounds; lengths agree on every "
+        f"{d['vcube_table']}; {d.get('note', '')}. Each solver's own solve time "
+        f"(tables loaded before its clock), median [min–max] over the rounds; lengths agree on every "
         f"cube and every vcube solution solves our cube model.",
         _table(["seed", "length", "our nodes", "ours s", "vcube s", "ours / vcube"], rows),
         f"Mean solve: ours **{_g(res['ours']['mean_seconds'])} s**, vcube "

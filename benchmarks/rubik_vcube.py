@@ -70,6 +70,21 @@ def reid(facelets):
     return " ".join("".join(sticker(n) for n in slot) for slot in REID_SLOTS)
 
 
+#: vcube's 112 table in bytes: it maps it in 1 GB or 2 MB hugetlb pages where enough are
+#: reserved, else in 4 KB pages (ours asks for transparent 2 MB pages for its private copy)
+VCUBE_TABLE_BYTES = 2_603_089_920
+
+
+def hugetlb_pages():
+    """(free hugetlb pages of the default size, that size in bytes) from /proc/meminfo."""
+    info = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            info[key] = int(value.split()[0])
+    return info.get("HugePages_Free", 0), info.get("Hugepagesize", 0) * 1024
+
+
 def _seeds(text):
     out = []
     for part in text.split(","):
@@ -79,8 +94,8 @@ def _seeds(text):
 
 
 def _ours(path, workers, timeout):
-    """Our solves of the facelet file: {line: (length, search seconds, generated nodes)},
-    wall."""
+    """Our solves of the facelet file: {line: (length, search seconds, generated nodes,
+    expanded nodes)}, wall."""
     cmd = [sys.executable, "-m", "apps.rubik", "--heuristic", "nx", "--table-memory",
            "private", "--json", "--file", path]
     if workers > 1:
@@ -95,12 +110,13 @@ def _ours(path, workers, timeout):
     assert all(r["verified"] for r in cubes)
     # busy_seconds: the time inside the cube's own search tasks (a batch interleaves its
     # cubes, so a cube's wall time from start to end counts others' turns too)
-    return {r["line"]: (r["length"], r["busy_seconds"], r["generated"]) for r in cubes}, wall
+    return {r["line"]: (r["length"], r["busy_seconds"], r["generated"], r["expanded"])
+            for r in cubes}, wall
 
 
 def _vcube(binary, path, workers, facelets, timeout):
     """vcube's solves of the Reid file: {line: (length, seconds, None)}, wall; each solution
-    is checked on our cube model."""
+    is checked on our cube model (no node counts: vcube does not print them)."""
     from apps.rubik import Cube
     cmd = [binary, "-c", "112", "-w", str(workers), "--ordered", "--format", "reid"]
     t0 = time.perf_counter()
@@ -117,7 +133,7 @@ def _vcube(binary, path, workers, facelets, timeout):
         if not cube.is_solved:
             raise RuntimeError(f"vcube's solution of line {line_no} does not solve our cube: "
                                f"the two notations disagree ({' '.join(moves)})")
-        out[line_no] = (int(length), float(seconds), None)
+        out[line_no] = (int(length), float(seconds), None, None)
     if len(out) != len(facelets):
         raise RuntimeError(f"vcube solved {len(out)} of {len(facelets)} cubes:\n{p.stderr}")
     return out, wall
@@ -166,7 +182,8 @@ def measure(binary, seeds, workers, repeats, timeout):
         per_cube.append({"seed": seed, "length": lengths.pop(),
                          "ours_seconds": [x[1] for x in ours],
                          "vcube_seconds": [x[1] for x in theirs],
-                         "ours_generated": ours[0][2], "ratio": o / v})
+                         "ours_generated": ours[0][2], "ours_expanded": ours[0][3],
+                         "ratio": o / v})
     ratios = [c["ratio"] for c in per_cube]
     out = {"per_cube": per_cube,
            "ours": _summary({c["seed"]: c["ours_seconds"] for c in per_cube}),
@@ -199,6 +216,13 @@ def main(argv=None):
     add_output_options(ap, os.path.join(HERE, "results"))
     a = ap.parse_args(argv)
     seeds = _seeds(a.seeds)
+    free, size = hugetlb_pages()
+    vcube_pages = f"{size >> 20} MB" if size and free * size >= VCUBE_TABLE_BYTES else "4 KB"
+    if vcube_pages == "4 KB":
+        print(f"warning: {free} free hugetlb pages: vcube will map its table in 4 KB pages and "
+              f"lose to page walks what ours does not (ours asks for 2 MB pages); reserve them "
+              f"first, as root: echo {VCUBE_TABLE_BYTES // (2 << 20) + 50} > "
+              f"/proc/sys/vm/nr_hugepages (and 0 afterwards)", file=sys.stderr)
     res = measure(os.path.abspath(a.vcube), seeds, a.workers, a.repeats, a.timeout)
     print(f"mean solve: ours {res['ours']['mean_seconds']:.2f} s, vcube "
           f"{res['vcube']['mean_seconds']:.2f} s ({res['ratio_of_means']:.2f}x); per cube "
@@ -206,7 +230,8 @@ def main(argv=None):
           f"{res['ratio_min']:.2f}-{res['ratio_max']:.2f}")
     data = {"machine": {"date": time.strftime("%Y-%m-%d %H:%M"), "cores": os.cpu_count()},
             "note": a.note, "workers": a.workers, "seeds": a.seeds, "repeats": a.repeats,
-            "vcube_table": "112 (2.42 GiB)", "ours_table": "nx (2.47 GB)", "results": res}
+            "vcube_table": f"112 (2.42 GiB, {vcube_pages} pages)",
+            "ours_table": "nx (2.47 GB, transparent 2 MB pages)", "results": res}
     name = "rubik_vcube.json" if a.workers == 1 else f"rubik_vcube_{a.workers}w.json"
     write_json(output_dir(a), name, data)
     return 0
