@@ -21,16 +21,16 @@ axes): 2.42 GiB against our 2.47 GB. Each round runs both on the same cubes, alt
 which goes first:
 
 * ours: ``python -m apps.rubik --file F --json --heuristic nx --table-memory private``,
-  one process (``--workers 2``: ``pyfw-run -n 3`` on the farm);
-* vcube: ``vc-optimal -c 112 -w 1 --ordered --format reid`` (``-w 2`` for two threads),
-  the same positions in Reid's notation.
+  one process;
+* vcube: ``vc-optimal -c 112 -w 1 --ordered --format reid``, the same positions in Reid's
+  notation.
 
 Per cube: each solver's own solve time (tables loaded and a first, uncounted cube solved
-before the clock), the lengths (both
-solvers are optimal, so they must agree: a disagreement stops the run), vcube's solution
-applied to our cube model (it must solve it), our nodes. Reported: per-cube medians over the
-rounds, ours / vcube per cube (geometric mean, min, max), the mean solve time of each (the
-issue's goal is our serial mean), and the whole commands' wall times.
+before the clock), the lengths (both solvers are optimal, so they must agree: a
+disagreement stops the run), vcube's solution applied to our cube model (it must solve
+it), our nodes. Reported: per-cube medians over the rounds, ours / vcube per cube
+(geometric mean, min, max), the mean solve time of each (the issue's goal is our serial
+mean), and the whole commands' wall times.
 """
 import argparse
 import json
@@ -93,13 +93,11 @@ def _seeds(text):
     return out
 
 
-def _ours(path, workers, timeout):
+def _ours(path, timeout):
     """Our solves of the facelet file: {line: (length, search seconds, generated nodes,
     expanded nodes)}, wall."""
     cmd = [sys.executable, "-m", "apps.rubik", "--heuristic", "nx", "--table-memory",
            "private", "--json", "--file", path]
-    if workers > 1:
-        cmd = ["pyfw-run", "-n", str(workers + 1), "--timeout", str(int(timeout)), "--"] + cmd
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t0
@@ -114,11 +112,11 @@ def _ours(path, workers, timeout):
             for r in cubes}, wall
 
 
-def _vcube(binary, path, workers, facelets, timeout):
-    """vcube's solves of the Reid file: {line: (length, seconds, None)}, wall; each solution
-    is checked on our cube model (no node counts: vcube does not print them)."""
+def _vcube(binary, path, facelets, timeout):
+    """vcube's solves of the Reid file: {line: (length, seconds, None, None)}, wall; each
+    solution is checked on our cube model (no node counts: vcube does not print them)."""
     from apps.rubik import Cube
-    cmd = [binary, "-c", "112", "-w", str(workers), "--ordered", "--format", "reid"]
+    cmd = [binary, "-c", "112", "-w", "1", "--ordered", "--format", "reid"]
     t0 = time.perf_counter()
     with open(path) as f:
         p = subprocess.run(cmd, stdin=f, capture_output=True, text=True, timeout=timeout)
@@ -146,28 +144,27 @@ def _summary(per_cube):
             "total_seconds": sum(secs)}
 
 
-def measure(binary, seeds, workers, repeats, timeout):
+def measure(binary, seeds, repeats, timeout):
     from apps.rubik import Cube
     # line 1 warms both solvers up (tables paged in, code compiled) and is not counted
     facelets = [Cube.from_moves(WARM_UP).facelets()] + [Cube.random(s).facelets()
                                                         for s in seeds]
-    tmp = tempfile.mkdtemp(prefix="rubik-vcube-")
-    fpath, rpath = os.path.join(tmp, "cubes.txt"), os.path.join(tmp, "cubes.reid")
-    with open(fpath, "w") as f:
-        f.write("\n".join(facelets) + "\n")
-    with open(rpath, "w") as f:
-        f.write("\n".join(reid(x) for x in facelets) + "\n")
     runs = {"ours": [], "vcube": []}
-    for r in range(repeats):
-        order = ("ours", "vcube") if r % 2 == 0 else ("vcube", "ours")
-        for who in order:
-            if who == "ours":
-                res, wall = _ours(fpath, workers, timeout)
-            else:
-                res, wall = _vcube(binary, rpath, workers, facelets, timeout)
-            runs[who].append({"wall": wall, "cubes": res})
-            print(f"round {r + 1}, {who}: {len(res)} cubes in {wall:.1f} s (whole command), "
-                  f"solves {sum(v[1] for v in res.values()):.1f} s", flush=True)
+    with tempfile.TemporaryDirectory(prefix="rubik-vcube-") as tmp:
+        fpath, rpath = os.path.join(tmp, "cubes.txt"), os.path.join(tmp, "cubes.reid")
+        with open(fpath, "w") as f:
+            f.write("\n".join(facelets) + "\n")
+        with open(rpath, "w") as f:
+            f.write("\n".join(reid(x) for x in facelets) + "\n")
+        for r in range(repeats):
+            for who in ("ours", "vcube") if r % 2 == 0 else ("vcube", "ours"):
+                if who == "ours":
+                    res, wall = _ours(fpath, timeout)
+                else:
+                    res, wall = _vcube(binary, rpath, facelets, timeout)
+                runs[who].append({"wall": wall, "cubes": res})
+                print(f"round {r + 1}, {who}: {len(res)} cubes in {wall:.1f} s (whole "
+                      f"command), solves {sum(v[1] for v in res.values()):.1f} s", flush=True)
     per_cube = []
     for i, seed in enumerate(seeds):
         line = i + 2
@@ -207,8 +204,6 @@ def main(argv=None):
     ap.add_argument("--vcube", required=True, help="the vc-optimal binary (its 112 table "
                     "beside it, or generated there on first use)")
     ap.add_argument("--seeds", default="0-19", help="Cube.random(seed) for these (default 0-19)")
-    ap.add_argument("--workers", type=int, default=1,
-                    help="threads of vcube and farm workers of ours (default 1)")
     ap.add_argument("--repeats", type=int, default=2, help="rounds of both (default 2)")
     ap.add_argument("--timeout", type=float, default=7200.0, help="per command, seconds")
     ap.add_argument("--note", default="", help="how vcube was built (commit, compiler), "
@@ -223,17 +218,16 @@ def main(argv=None):
               f"lose to page walks what ours does not (ours asks for 2 MB pages); reserve them "
               f"first, as root: echo {VCUBE_TABLE_BYTES // (2 << 20) + 50} > "
               f"/proc/sys/vm/nr_hugepages (and 0 afterwards)", file=sys.stderr)
-    res = measure(os.path.abspath(a.vcube), seeds, a.workers, a.repeats, a.timeout)
+    res = measure(os.path.abspath(a.vcube), seeds, a.repeats, a.timeout)
     print(f"mean solve: ours {res['ours']['mean_seconds']:.2f} s, vcube "
           f"{res['vcube']['mean_seconds']:.2f} s ({res['ratio_of_means']:.2f}x); per cube "
           f"ours / vcube: geometric mean {res['ratio_geomean']:.2f}, "
           f"{res['ratio_min']:.2f}-{res['ratio_max']:.2f}")
     data = {"machine": {"date": time.strftime("%Y-%m-%d %H:%M"), "cores": os.cpu_count()},
-            "note": a.note, "workers": a.workers, "seeds": a.seeds, "repeats": a.repeats,
+            "note": a.note, "workers": 1, "seeds": a.seeds, "repeats": a.repeats,
             "vcube_table": f"112 (2.42 GiB, {vcube_pages} pages)",
             "ours_table": "nx (2.47 GB, transparent 2 MB pages)", "results": res}
-    name = "rubik_vcube.json" if a.workers == 1 else f"rubik_vcube_{a.workers}w.json"
-    write_json(output_dir(a), name, data)
+    write_json(output_dir(a), "rubik_vcube.json", data)
     return 0
 
 
