@@ -26,18 +26,11 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from pyfw.monitor.results import add_output_options, output_dir, write_json
+from rubik_vcube import _seeds          # "0-3,7" seed lists, as that benchmark takes them
 
 #: vcube's weight of a subtree whose last move turns U, R or F (15 canonical successors
 #: against 12): its 58206:47525, about sqrt(3):sqrt(2)
 URF_WEIGHT = 58206 / 47525
-
-
-def _seeds(text):
-    out = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def serial_solve(h, cube):
