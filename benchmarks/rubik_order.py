@@ -22,8 +22,6 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 
 from pyfw.monitor.results import add_output_options, output_dir, write_json
 from rubik_vcube import _seeds          # "0-3,7" seed lists, as that benchmark takes them
@@ -35,7 +33,7 @@ URF_WEIGHT = 58206 / 47525
 
 def serial_solve(h, cube):
     """(length, generated nodes): one plain search per bound, as the serial solver."""
-    from apps.rubik.status import FOUND
+    from pyfw.apps.rubik.status import FOUND
     gen, bound = 0, h.h(cube)
     while True:
         s = h.subtree(cube, [], bound)
@@ -48,8 +46,8 @@ def serial_solve(h, cube):
 
 def ordered_solve(h, cube, from_bound):
     """(length, generated nodes) with the iterations from ``from_bound`` on ordered."""
-    from apps.rubik.frontier import Frontier
-    from apps.rubik.status import FOUND
+    from pyfw.apps.rubik.frontier import Frontier
+    from pyfw.apps.rubik.status import FOUND
     gen, prev = 0, {}
     frontier = Frontier(h, cube, 4)
     bound = h.h(cube)
@@ -85,8 +83,8 @@ def main(argv=None):
     ap.add_argument("--from-bound", type=int, default=14, help="first ordered bound (14)")
     add_output_options(ap, os.path.join(HERE, "results"))
     a = ap.parse_args(argv)
-    from apps.rubik import Cube
-    from apps.rubik.solver import Heuristic
+    from pyfw.apps.rubik import Cube
+    from pyfw.apps.rubik.solver import Heuristic
     h = Heuristic("nx", progress=False, memory="private")
     rows = []
     for seed in _seeds(a.seeds):

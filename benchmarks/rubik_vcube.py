@@ -20,7 +20,7 @@ slice x twist x the corners' U/D separation, 16 symmetries, 2 bits an entry, the
 axes): 2.42 GiB against our 2.47 GB. Each round runs both on the same cubes, alternating
 which goes first:
 
-* ours: ``python -m apps.rubik --file F --json --heuristic nx --table-memory private``,
+* ours: ``python -m pyfw.apps.rubik --file F --json --heuristic nx --table-memory private``,
   one process;
 * vcube: ``vc-optimal -c 112 -w 1 --ordered --format reid``, the same positions in Reid's
   notation.
@@ -43,8 +43,6 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 
 from pyfw.monitor.results import add_output_options, output_dir, write_json
 
@@ -96,10 +94,10 @@ def _seeds(text):
 def _ours(path, timeout):
     """Our solves of the facelet file: {line: (length, search seconds, generated nodes,
     expanded nodes)}, wall."""
-    cmd = [sys.executable, "-m", "apps.rubik", "--heuristic", "nx", "--table-memory",
+    cmd = [sys.executable, "-m", "pyfw.apps.rubik", "--heuristic", "nx", "--table-memory",
            "private", "--json", "--file", path]
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
@@ -115,7 +113,7 @@ def _ours(path, timeout):
 def _vcube(binary, path, facelets, timeout):
     """vcube's solves of the Reid file: {line: (length, seconds, None, None)}, wall; each
     solution is checked on our cube model (no node counts: vcube does not print them)."""
-    from apps.rubik import Cube
+    from pyfw.apps.rubik import Cube
     cmd = [binary, "-c", "112", "-w", "1", "--ordered", "--format", "reid"]
     t0 = time.perf_counter()
     with open(path) as f:
@@ -145,7 +143,7 @@ def _summary(per_cube):
 
 
 def measure(binary, seeds, repeats, timeout):
-    from apps.rubik import Cube
+    from pyfw.apps.rubik import Cube
     # line 1 warms both solvers up (tables paged in, code compiled) and is not counted
     facelets = [Cube.from_moves(WARM_UP).facelets()] + [Cube.random(s).facelets()
                                                         for s in seeds]
