@@ -96,7 +96,7 @@ def test_batch_lengths_are_optimal_and_split_pieces_count_the_serial_nodes(worke
         assert exhausted == {b: n for b, n in serial.items() if b < s.length}
         tasks += r["tasks"]
         pieces += r["pieces"]
-    assert tasks > 3 * len(SCRAMBLES)           # cubes went out in many tasks
+    assert tasks > 2 * len(SCRAMBLES)           # cubes went out in many tasks
     assert (pieces > 0) == (workers > 1)        # ... split at the tail on two workers
 
 

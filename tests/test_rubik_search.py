@@ -385,9 +385,14 @@ def test_prove_mode_and_cancellation(certified):
     r = solver.solve(cube, max_length=d)
     assert r.length == d
     calls = []
-    r = solver.solve(Cube.from_moves("R2 U' F' D2 R F2 R' D2 B' R2 F"), budget=100,
-                     cancelled=lambda: calls.append(1) or True)
-    assert r.solution is None and calls and r.iterations[-1].generated <= 200
+    hard = Cube.from_moves("R2 U' F' D2 R F2 R' D2 B' R2 F U L2 B")
+    r = solver.solve(hard, budget=100, cancelled=lambda: calls.append(1) or True)
+    # the first slice of leaves, after the frontier 4 moves deep (see apps.rubik.ordered)
+    frontier = solver.heuristic.leaf_order(hard).frontier(r.iterations[-1].bound)[1]
+    assert r.solution is None and calls and r.iterations[-1].generated <= frontier + 200
+    r = Solver(tables=solver.heuristic, ordered=False).solve(
+        hard, budget=100, cancelled=lambda: calls.append(1) or True)
+    assert r.solution is None and r.iterations[-1].generated <= 200
     with pytest.raises(ValueError):
         solver.solve(cube, max_length=99)
     with pytest.raises(InvalidCubeError):

@@ -41,7 +41,8 @@ from pyfw.farm import Task
 
 from .cube import Cube, InvalidCubeError, format_moves, parse_moves
 from .frontier import Frontier
-from .parallel import STEAL_SLICE_NODES, YIELD_SECONDS, _tables, search_subtree
+from .ordered import LEAF_DEPTH, is_leaf_piece
+from .parallel import STEAL_SLICE_NODES, YIELD_SECONDS, _tables, run_search
 from .position_symmetry import SymmetryFilter
 from .pruning import BRANCHING
 from .solver import check_cube, check_limit, is_facelet_string
@@ -51,6 +52,9 @@ from .solver import check_cube, check_limit, is_facelet_string
 WHOLE_YIELD_SECONDS = 2.0
 #: the optimal length assumed for a position given by its facelets (most random positions)
 TYPICAL_LENGTH = 18
+#: a split iteration's whole leaves go out in tasks of at least this many (a leaf at bound
+#: 17 is about 40,000 nodes, 15 ms)
+LEAVES_PER_TASK = 16
 
 
 @dataclass
@@ -110,6 +114,42 @@ def iteration_pieces(h, cube, bound, symmetry=True):
     return [(p, None) for p in sorted(leaves)], gen, exp
 
 
+#: the cubes' leaf orders kept by a process (each about 9 MB): a cube's tasks come back to
+#: a worker that has its frontier and its leaves' counts of the iterations it searched
+LEAF_ORDERS_KEPT = 8
+_LEAF_ORDERS = {}
+
+
+def leaf_order(h, cube):
+    """The :class:`~.ordered.LeafOrder` of ``cube`` on ``h``'s tables, kept by this
+    process for the cube's next tasks (the :data:`LEAF_ORDERS_KEPT` latest cubes)."""
+    key = (id(h.tables), _state(cube))
+    lo = _LEAF_ORDERS.pop(key, None)
+    if lo is None:
+        lo = h.leaf_order(cube)
+    _LEAF_ORDERS[key] = lo                  # the latest last
+    while len(_LEAF_ORDERS) > LEAF_ORDERS_KEPT:
+        del _LEAF_ORDERS[next(iter(_LEAF_ORDERS))]
+    return lo
+
+
+def _searches(h, cube, bound, pieces):
+    """The searches of ``pieces`` in their order: a run of whole leaves of the frontier
+    is one :class:`~.ordered.LeafSearch`, any other piece a subtree search."""
+    i = 0
+    while i < len(pieces):
+        j = i
+        while j < len(pieces) and is_leaf_piece(*pieces[j]):
+            j += 1
+        if j > i:
+            yield leaf_order(h, cube).search(bound, [p for p, _ in pieces[i:j]]), j
+            i = j
+        else:
+            prefix, first = pieces[i]
+            i += 1
+            yield h.subtree(cube, prefix, bound, first), i
+
+
 class PieceTask(Task):
     """Search part of one cube's IDA* on a worker (see the module docstring).
 
@@ -146,17 +186,21 @@ def search_cube(h, cube, bound, pieces, limit, whole, yield_after, symmetry=True
     if bound > limit:                   # the lower bound alone proves the limit
         out.update(status="proven", bound=bound - 1)
         return _finish(out, t0, gen, exp, iterations, h)
+    sym = SymmetryFilter(cube) if symmetry else None
     while True:
-        if pieces is None:
-            pieces, g, e = iteration_pieces(h, cube, bound, symmetry)
-            gen, exp = gen + g, exp + e
-            iterations[bound] = iterations.get(bound, 0) + g
-        pieces = list(pieces)
-        while pieces:
-            prefix, first = pieces.pop(0)
+        if pieces is None and not sym and bound > LEAF_DEPTH:
+            # a fresh iteration: the frontier's leaves, densest first (counts inside)
+            work, pieces = [(leaf_order(h, cube).iteration(bound), 0)], []
+        else:
+            if pieces is None:
+                pieces, g, e = iteration_pieces(h, cube, bound, symmetry)
+                gen, exp = gen + g, exp + e
+                iterations[bound] = iterations.get(bound, 0) + g
+            pieces = list(pieces)
+            work = _searches(h, cube, bound, pieces)
+        for s, used in work:
             left = yield_after - (time.perf_counter() - t0)
-            r = search_subtree(h, cube, prefix, bound, False, STEAL_SLICE_NODES, cancelled,
-                               rank, first, max(left, 0.0))
+            r = run_search(h, cube, s, False, STEAL_SLICE_NODES, cancelled, max(left, 0.0))
             if r is None:
                 return None
             gen, exp = gen + r["generated"], exp + r["expanded"]
@@ -164,9 +208,10 @@ def search_cube(h, cube, bound, pieces, limit, whole, yield_after, symmetry=True
             if r["solutions"]:
                 out.update(status="solved", solution=r["solutions"][0])
                 return _finish(out, t0, gen, exp, iterations, h)
-            if r["rest"] or (pieces and time.perf_counter() - t0 >= yield_after):
+            more = pieces[used:]
+            if r["rest"] or (more and time.perf_counter() - t0 >= yield_after):
                 out.update(status="yield", rest=[(list(p), f) for p, f in r["rest"]] +
-                           [(list(p), f) for p, f in pieces])
+                           [(list(p), f) for p, f in more])
                 return _finish(out, t0, gen, exp, iterations, h)
         if not whole:
             out.update(status="done")
@@ -252,6 +297,7 @@ class BatchSolver:
         self.run_id = uuid.uuid4().hex[:12]
         self.rounds = {}            # open Round -> the CubeJob it searches for (None: echo)
         self.nrounds = 0
+        self.nchunks = 0            # tasks of leaves made by _push
 
     def solve(self, entries):
         """Solve the valid entries; yields ``(entry, result dict)`` as cubes finish (a
@@ -336,9 +382,8 @@ class BatchSolver:
             if job.result is not None or not job.pieces:
                 splitting.pop(0)
                 continue
-            _, prefix, first = heapq.heappop(job.pieces)
-            return job, self._task(job, [(prefix, first)], whole=False,
-                                   yield_after=self.piece_yield)
+            _, pieces = heapq.heappop(job.pieces)
+            return job, self._task(job, pieces, whole=False, yield_after=self.piece_yield)
         if waiting:
             _, _, job = heapq.heappop(waiting)
             job.waiting_whole = False
@@ -416,11 +461,23 @@ class BatchSolver:
         return False
 
     def _push(self, job, pieces):
+        """Queue a split iteration's ``pieces`` as tasks: one a piece, in the serial order,
+        except the frontier's whole leaves (thousands, densest first: see
+        :mod:`.ordered`), dealt out round-robin to at most two tasks a worker (of at least
+        :data:`LEAVES_PER_TASK`), so that each task starts with some of the densest."""
         if job.pieces is None:
             job.pieces = []
+        leaves = []
         for prefix, first in pieces:
-            key = tuple(prefix) + ((first,) if first is not None else ())
-            heapq.heappush(job.pieces, (key, list(prefix), first))
+            if is_leaf_piece(prefix, first):
+                leaves.append((list(prefix), None))
+                continue
+            key = (0,) + tuple(prefix) + ((first,) if first is not None else ())
+            heapq.heappush(job.pieces, (key, [(list(prefix), first)]))
+        n = min(2 * self.nworkers, -(-len(leaves) // LEAVES_PER_TASK))
+        for c in range(n):
+            self.nchunks += 1
+            heapq.heappush(job.pieces, ((1, self.nchunks), leaves[c::n]))
 
     def _done(self, job, bound, solution):
         for rnd in job.rounds:

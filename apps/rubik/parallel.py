@@ -142,8 +142,20 @@ def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NOD
     cancelled. With ``yield_after`` (seconds; not with ``all_solutions``) a search still
     running after that long stops between slices and reports its remainder as ``rest``
     (pieces ``(prefix, first_move)``, see :meth:`~.search.SubtreeSearch.remainder`)."""
+    r = run_search(h, cube, h.subtree(cube, prefix, bound, first_move), all_solutions,
+                   budget, cancelled, yield_after)
+    if r is not None:
+        r.update(prefix=list(prefix), rank=rank)
+    return r
+
+
+def run_search(h, cube, s, all_solutions=False, budget=SLICE_NODES, cancelled=None,
+               yield_after=None):
+    """Run the search ``s`` (a :class:`~.search.SubtreeSearch` or a
+    :class:`~.ordered.LeafSearch` of ``cube``) as :func:`search_subtree` describes; returns
+    its dict without ``prefix`` and ``rank``, or None if cancelled."""
     t0 = time.perf_counter()
-    s = h.subtree(cube, prefix, bound, first_move)
+    bound = s.bound
     sols, rest = [], []
     last = t0
     while True:
@@ -172,9 +184,8 @@ def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NOD
         if t.run(budget) == FOUND:
             sols.append(t.solution)
         gen, exp = gen + t.generated, exp + t.expanded
-    return {"prefix": list(prefix), "generated": gen, "expanded": exp,
-            "solutions": sols, "seconds": time.perf_counter() - t0, "rank": rank,
-            "rest": rest, "memory": h.memory}
+    return {"generated": gen, "expanded": exp, "solutions": sols,
+            "seconds": time.perf_counter() - t0, "rest": rest, "memory": h.memory}
 
 
 def _check_split_order(split, order):

@@ -22,9 +22,23 @@ from .pruning import NO_FACE
 from .status import DONE, FOUND, MAX_DEPTH, PAUSED
 from .symmetry import AXIS_MOVE_CONJ
 
-__all__ = ["SubtreeSearch", "DONE", "FOUND", "PAUSED", "MAX_DEPTH", "phase1_row"]
+__all__ = ["SubtreeSearch", "DONE", "FOUND", "PAUSED", "MAX_DEPTH", "phase1_row",
+           "stack_remainder"]
 
 _MOVE_ARRAYS = move_arrays()
+
+
+def stack_remainder(prefix, box, path, kidm, nk, ki):
+    """The rest of a paused kernel search below ``prefix`` (its stack: ``box``, ``path``,
+    ``kidm``, ``nk``, ``ki``), as pieces ``(prefix, first_move)``, deepest level first: see
+    :meth:`SubtreeSearch.remainder`."""
+    out = []
+    moves = [int(m) for m in path]
+    for level in range(int(box[0]), -1, -1):
+        k = int(ki[level])
+        if k < int(nk[level]):
+            out.append((list(prefix) + moves[1:level + 1], int(kidm[level, k])))
+    return out
 
 
 class SubtreeSearch:
@@ -135,13 +149,7 @@ class SubtreeSearch:
         nodes this search would still have generated, and finds its solutions."""
         if self.finished or self._pending is not None or self.box[1] == 0:
             raise ValueError("only a paused search that has started has a remainder")
-        out = []
-        path = [int(m) for m in self.path]
-        for level in range(int(self.box[0]), -1, -1):
-            k = int(self.ki[level])
-            if k < int(self.nk[level]):
-                out.append((self.prefix + path[1:level + 1], int(self.kidm[level, k])))
-        return out
+        return stack_remainder(self.prefix, self.box, self.path, self.kidm, self.nk, self.ki)
 
     def run(self, budget=1 << 22, cancelled=None):
         """Step until DONE or FOUND (or ``cancelled()`` turns true between slices);

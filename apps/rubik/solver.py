@@ -1,4 +1,5 @@
-"""Serial optimal solver: IDA* iterations over :class:`~.search.SubtreeSearch`.
+"""Serial optimal solver: IDA* iterations over :class:`~.search.SubtreeSearch` (the
+iterations above 4 moves over :class:`~.ordered.LeafSearch`).
 
 >>> from apps.rubik import Solver, Cube
 >>> r = Solver().solve(Cube.from_moves("R U2 F'"))     # doctest: +SKIP
@@ -14,6 +15,7 @@ from .cube import Cube, InvalidCubeError, format_moves
 from .frontier import Frontier
 from .huge import HugeTables
 from .nx import NxTables
+from .ordered import LEAF_DEPTH, LeafOrder
 from .position_symmetry import SymmetryFilter
 from .reid import ReidTables
 from .search import DONE, FOUND, MAX_DEPTH, SubtreeSearch
@@ -293,6 +295,11 @@ class Heuristic:
             self._target_moves = target_moves(self.tables)
         return self._target_moves
 
+    def leaf_order(self, cube):
+        """The search of ``cube``'s iterations as its subtrees 4 moves deep, densest first
+        (:class:`~.ordered.LeafOrder`; a test oracle's heuristic may not have it)."""
+        return LeafOrder(self, cube)
+
     def subtree(self, cube, prefix, bound, first_move=None):
         """A resumable search of the subtree under ``prefix`` with cost bound ``bound``
         (from the root's move ``first_move`` on: see :class:`~.search.SubtreeSearch`)."""
@@ -397,13 +404,16 @@ class Solver:
     ``tables``: an already loaded :class:`Heuristic` (shares tables between solvers);
     ``inverse``, ``memory``: see :class:`Heuristic` (ignored with ``tables``; by default
     the tables go into a private copy in 2 MB pages where the memory allows,
-    :func:`table_memory`).
+    :func:`table_memory`). ``ordered``: search each iteration above
+    :data:`~.ordered.LEAF_DEPTH` as the subtrees that deep, densest first by the iteration
+    before (:mod:`.ordered`; off: one search from the cube, the subtrees in move order).
     """
 
     def __init__(self, heuristic=DEFAULT_HEURISTIC, cache_dir=None, progress=True, tables=None,
-                 inverse=True, memory="auto"):
+                 inverse=True, memory="auto", ordered=True):
         self.heuristic = tables if tables is not None else Heuristic(
             heuristic, cache_dir, progress, inverse=inverse, memory=memory)
+        self.ordered = bool(ordered)
 
     def solve(self, cube, max_length=None, all_solutions=False, budget=1 << 22, cancelled=None,
               on_iteration=None, symmetry=True):
@@ -435,12 +445,19 @@ class Solver:
             searched()
             return cancelled is not None and cancelled()
 
+        leaves = None           # the cube's LeafOrder, from the first bound above its depth
         while bound <= limit:
             t1 = time.perf_counter()
-            prefixes, gen, exp = front.leaves(bound) if front else ([[]], 0, 0)
+            if (front is None and bound > LEAF_DEPTH and self.ordered
+                    and hasattr(self.heuristic, "leaf_order")):
+                if leaves is None:
+                    leaves = self.heuristic.leaf_order(cube)
+                searches, gen, exp = [leaves.iteration(bound)], 0, 0
+            else:
+                prefixes, gen, exp = front.leaves(bound) if front else ([[]], 0, 0)
+                searches = (self.heuristic.subtree(cube, p, bound) for p in sorted(prefixes))
             found = []
-            for prefix in sorted(prefixes):
-                s = self.heuristic.subtree(cube, prefix, bound)
+            for s in searches:
                 while True:
                     st = s.run(budget, between_slices)
                     searched()

@@ -1,0 +1,368 @@
+"""IDA* iterations searched as the subtrees 4 moves below the cube, densest first.
+
+The last iteration of a solve is searched only until its first solution, so its cost
+depends on where in the tree the solutions lie. vcube (Voltara; nxopt's design) searches
+its iterations from bound 14 on as the 43,239 distinct positions 4 moves out, in the
+order of their *density* in the previous iteration (the node count of each subtree,
+scaled down by sqrt(2/3) where its last move turns U, R or F, which leaves 15 canonical
+moves after it instead of 12): built without that order it took 1.30x as long on
+``Cube.random(0..19)`` on this machine (docs/rubik.md, "Against vcube on this machine").
+
+Here every iteration above :data:`LEAF_DEPTH` runs that way (one numba call walks the top
+of the tree, one more searches the leaves, with no Python per leaf): the first iterations
+cost no more than a plain search, and each iteration is ordered by the one before it.
+:class:`LeafOrder` holds one cube's frontier (the leaves' coordinate rows, computed as the
+iterations first reach them) and each leaf's count in the last iteration that searched it;
+:class:`LeafSearch` is one iteration over a given order of leaves, resumable in slices of
+nodes like :class:`~.search.SubtreeSearch` (and what it has left can be handed on as
+pieces). The frontier's node counts are those of one plain search from the cube (tested).
+"""
+import functools
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .coords import move_arrays
+from .inverse import TABLES as INV_TABLES
+from .inverse import _advance as _advance_inverse
+from .phase1_kernel import INV_COL, INV_H_COL, _apply_cubies, _search_reid
+from .phase1_rows import _advance_reid, _reid_row_h, nx_args, phase1_row
+from .pruning import _allowed, NO_FACE
+from .search import stack_remainder
+from .status import DONE, FOUND, MAX_DEPTH, PAUSED
+from .symmetry import AXIS_MOVE_CONJ
+
+__all__ = ["LEAF_DEPTH", "LeafOrder", "LeafSearch", "leaf_prefixes"]
+
+#: depth of the leaves (43,254 canonical sequences; vcube keeps the 43,239 distinct positions)
+LEAF_DEPTH = 4
+#: a leaf's density weight where its last move turns U, R or F (faces 0..2: 15 canonical
+#: moves may follow, against 12 after D, L or B): vcube's 47525:58206, about sqrt(2/3)
+URF_DENSITY = 47525 / 58206
+
+_MOVE_ARRAYS = move_arrays()
+
+
+def _tree(depth):
+    """The canonical tree down to ``depth`` moves in breadth-first order (children in move
+    order, so the leaves come in lexicographic order): parent, move and depth per node
+    (node 0 is the root), the index of the first leaf, and the leaves' move sequences."""
+    parent, move, level = [-1], [-1], [0]
+    start, end = 0, 1
+    seqs = [[]]
+    for d in range(1, depth + 1):
+        nseqs = []
+        for j in range(start, end):
+            last = seqs[j - start][-1] // 3 if seqs[j - start] else NO_FACE
+            for m in range(18):
+                if _allowed(last, m // 3):
+                    parent.append(j)
+                    move.append(m)
+                    level.append(d)
+                    nseqs.append(seqs[j - start] + [m])
+        start, end, seqs = end, len(parent), nseqs
+    return (np.array(parent, np.int64), np.array(move, np.int64), np.array(level, np.int64),
+            start, np.array(seqs, np.int64))
+
+
+@functools.lru_cache(maxsize=None)
+def _leaf_tree():
+    """The tree of :data:`LEAF_DEPTH` (made once, on first use: 0.1 s)."""
+    parent, move, depth, first_leaf, leaf_moves = _tree(LEAF_DEPTH)
+    last_face = leaf_moves[:, -1] // 3
+    return _Tree(parent, move, depth, first_leaf, leaf_moves, last_face,
+                 np.where(last_face < 3, URF_DENSITY, 1.0),
+                 {tuple(int(m) for m in s): i for i, s in enumerate(leaf_moves)})
+
+
+class _Tree(NamedTuple):
+    parent: np.ndarray          # per node (breadth-first), its parent (-1: the root)
+    move: np.ndarray            # ... the move from its parent
+    depth: np.ndarray           # ... its depth
+    first_leaf: int             # the first node of depth LEAF_DEPTH
+    leaf_moves: np.ndarray      # per leaf, its moves (lexicographic order)
+    last_face: np.ndarray       # ... the face of its last move
+    weight: np.ndarray          # ... its density weight (URF_DENSITY or 1)
+    index: dict                 # leaf moves (tuple) -> leaf index
+
+
+def leaf_prefixes():
+    """The leaves' move sequences, (43,254, 4), in lexicographic order."""
+    return _leaf_tree().leaf_moves
+
+
+@njit(cache=True)
+def _walk(bound, parent, move, depth, first_leaf, rows, hv, have, alive,
+          flipm, slicem, twm, amc, sepm,
+          edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist,
+          slice_of_mask, ct, tab, use_inv, sorted_slice, nx_base, fallback, sepconj,
+          sep_of_mask, tight, in_h):
+    """One iteration's frontier: the leaves with f <= ``bound`` in ``alive`` (leaf
+    indices, lexicographic), and the number of them, the generated and the expanded nodes
+    of the tree above them, counted as the kernel counts them (a leaf is generated here and
+    expanded by its own search). A node's row (and ``hv``, its heuristic) is computed the
+    first time an iteration generates it (``have``); row 0 is the cube's."""
+    n = parent.size
+    ok = np.zeros(n, np.bool_)
+    ok[0] = True
+    one = np.empty(1, np.int64)
+    gen = 0
+    exp = 1
+    nl = 0
+    lastp = -1
+    skip = np.int64(0)
+    for j in range(1, n):
+        p = parent[j]
+        if not ok[p]:
+            continue
+        if p != lastp:            # the moves a tight inverse rules out at the parent
+            lastp = p
+            skip = np.int64(0)
+            if use_inv and tight:
+                left = bound - depth[p]
+                for a in range(3):
+                    if rows[p, INV_H_COL + a] >= left:
+                        skip |= in_h[a]
+        m = move[j]
+        if (skip >> m) & 1:
+            continue
+        gen += 1
+        if not have[j]:
+            rows[j, :] = rows[p, :]
+            one[0] = m
+            _advance_reid(rows[j], one, flipm, slicem, twm, amc, sepm)
+            _advance_inverse(rows[j, INV_COL:INV_COL + 6], one, amc, edst, esrc, eflip, cdst,
+                             csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist)
+            hv[j] = _reid_row_h(rows[j], ct, tab, use_inv, sorted_slice, slice_of_mask,
+                                nx_base, fallback, sepconj, sep_of_mask)
+            have[j] = True
+        if depth[j] + hv[j] <= bound:
+            ok[j] = True
+            if j < first_leaf:
+                exp += 1
+            else:
+                alive[nl] = j - first_leaf
+                nl += 1
+    return nl, gen, exp
+
+
+@njit(cache=True)
+def _search_leaves(order, leaf_rows, leaf_moves, leaf_face, cube_cp, cube_co, cube_ep,
+                   cube_eo, cp, co, ep, eo, lbox, counts, node, path, kids, kidm, nk, ki,
+                   box, bound, budget, stats,
+                   flipm, slicem, slice_solved, twm, amc, ct, tab, mcp, mco, mep, meo,
+                   use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep,
+                   flip_bit, twist_term, add_twist, slice_of_mask, tight, in_h,
+                   nx_base, fallback, sepm, sepconj, sep_of_mask):
+    """Search the leaves ``order[lbox[0]:]`` one after another to ``bound`` with the
+    kernel, for about ``budget`` generated nodes: DONE, FOUND (leaf ``order[lbox[0]]``'s
+    search holds a solution; calling again goes on after it) or PAUSED. ``lbox``: the
+    position in ``order``, whether that leaf's search has started, the generated count
+    when it started; ``counts[leaf]``: the nodes its search has generated."""
+    start = stats[0]
+    while lbox[0] < order.size:
+        i = order[lbox[0]]
+        if lbox[1] == 0:          # a fresh leaf: its row on the stack, its cubies replayed
+            node[0, :] = leaf_rows[i]
+            box[0] = 0
+            box[1] = 0
+            box[2] = 0
+            cp[:] = cube_cp
+            co[:] = cube_co
+            ep[:] = cube_ep
+            eo[:] = cube_eo
+            _apply_cubies(cp, co, ep, eo, leaf_moves[i], mcp, mco, mep, meo)
+            lbox[1] = 1
+            lbox[2] = stats[0]
+        left = budget - (stats[0] - start)
+        if left <= 0:
+            return PAUSED
+        status = _search_reid(flipm, slicem, slice_solved, twm, amc, ct, tab, node, path,
+                              kids, kidm, nk, ki, box, leaf_moves.shape[1], leaf_face[i],
+                              bound, left, stats, cp, co, ep, eo, mcp, mco, mep, meo,
+                              use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw, ekeep,
+                              ckeep, flip_bit, twist_term, add_twist, slice_of_mask, tight,
+                              in_h, nx_base, fallback, sepm, sepconj, sep_of_mask)
+        counts[i] = stats[0] - lbox[2]
+        if status != DONE:
+            return status
+        lbox[0] += 1
+        lbox[1] = 0
+    return DONE
+
+
+class LeafOrder:
+    """One cube's frontier :data:`LEAF_DEPTH` moves deep, for the iterations of a
+    :class:`~.solver.Heuristic` ``heuristic`` (a phase-1 family table) above that depth.
+
+    :meth:`iteration` makes the search of one bound, its leaves densest first by
+    :attr:`counts` (each leaf's generated nodes in the last iteration that searched it;
+    ties, and the first iteration, in lexicographic order; an iteration at a bound not
+    above the last one starts a new solve and clears them)."""
+
+    def __init__(self, heuristic, cube):
+        self.heuristic = heuristic
+        self.cube = cube
+        t = heuristic.tables
+        self.tables = t
+        row, self.root_h = phase1_row(t, cube, [], heuristic.inverse)
+        self._tree = tree = _leaf_tree()
+        n = tree.parent.size
+        self.rows = np.zeros((n, row.size), np.int64)
+        self.rows[0] = row
+        self.hv = np.zeros(n, np.int64)
+        self.hv[0] = self.root_h
+        self.have = np.zeros(n, np.bool_)
+        self.have[0] = True
+        self.counts = np.zeros(len(tree.leaf_moves), np.int64)
+        self._last_bound = -1
+        self._cubies = [np.asarray(a, np.int64).copy() for a in (cube.cp, cube.co, cube.ep,
+                                                                  cube.eo)]
+        depth = MAX_DEPTH - LEAF_DEPTH + 2
+        self._stack = (np.zeros((depth, row.size), np.int64), np.zeros(depth + 1, np.int8),
+                       np.zeros((depth, 18, row.size), np.int64),
+                       np.zeros((depth, 18), np.int8), np.zeros(depth, np.int8),
+                       np.zeros(depth, np.int8))
+        self._in_h = np.array(heuristic._targets(), np.int64)
+
+    def _walk_args(self):
+        # read each time: the heuristic may have moved its tables into a private copy
+        t, h = self.tables, self.heuristic
+        nx_base, fallback, sepm, sepconj, sep_of_mask = nx_args(t)
+        mt = t.moves
+        return (mt["flip"], mt[t.slice_move], mt["twist"], AXIS_MOVE_CONJ, sepm, *INV_TABLES,
+                t.route, t.table, h.inverse, t.sorted_slice, nx_base, fallback, sepconj,
+                sep_of_mask, h.tight, self._in_h)
+
+    def _kernel_args(self):
+        t, h = self.tables, self.heuristic
+        nx_base, fallback, sepm, sepconj, sep_of_mask = nx_args(t)
+        mt = t.moves
+        return (mt["flip"], mt[t.slice_move], t.slice_solved, mt["twist"], AXIS_MOVE_CONJ,
+                t.route, t.table, *_MOVE_ARRAYS, h.inverse, t.sorted_slice, *INV_TABLES,
+                h.tight, self._in_h, nx_base, fallback, sepm, sepconj, sep_of_mask)
+
+    def frontier(self, bound):
+        """(the leaves with f <= ``bound``, lexicographic; generated, expanded) of the tree
+        above them (``bound`` > :data:`LEAF_DEPTH`)."""
+        if bound <= LEAF_DEPTH:
+            raise ValueError(f"a leaf search needs a bound above {LEAF_DEPTH}, got {bound}")
+        t = self._tree
+        if bound < self.root_h:             # the cube itself is pruned
+            return np.zeros(0, np.int64), 0, 0
+        alive = np.empty(len(t.leaf_moves), np.int64)
+        nl, gen, exp = _walk(int(bound), t.parent, t.move, t.depth, t.first_leaf, self.rows,
+                             self.hv, self.have, alive, *self._walk_args())
+        return alive[:nl], int(gen), int(exp)
+
+    def densest_first(self, leaves):
+        """``leaves`` (indices) sorted by density, densest first (stable)."""
+        density = self.counts[leaves] * self._tree.weight[leaves]
+        return leaves[np.argsort(-density, kind="stable")]
+
+    def iteration(self, bound):
+        """The search of iteration ``bound``, its leaves densest first; the frontier's own
+        counts are in its :attr:`~LeafSearch.generated` and :attr:`~LeafSearch.expanded`
+        from the start."""
+        if bound <= self._last_bound:     # a new solve of the cube: counts of its own
+            self.counts[:] = 0
+        self._last_bound = bound
+        leaves, gen, exp = self.frontier(bound)
+        return LeafSearch(self, bound, self.densest_first(leaves), gen, exp)
+
+    def search(self, bound, prefixes):
+        """The search of the leaves ``prefixes`` (move sequences of :data:`LEAF_DEPTH`
+        moves, searched in this order) to ``bound`` (pieces an iteration handed on)."""
+        return LeafSearch(self, bound, leaf_indices(prefixes), 0, 0)
+
+def leaf_indices(prefixes):
+    """Leaf indices of move sequences of :data:`LEAF_DEPTH` moves (ValueError if one is not
+    a canonical sequence of that length)."""
+    try:
+        index = _leaf_tree().index
+        return np.array([index[tuple(int(m) for m in p)] for p in prefixes], np.int64)
+    except KeyError as e:
+        raise ValueError(f"not a canonical {LEAF_DEPTH}-move sequence: {list(e.args[0])}") \
+            from None
+
+
+def is_leaf_piece(prefix, first_move):
+    """Is the piece ``(prefix, first_move)`` a whole leaf of the frontier?"""
+    return first_move is None and len(prefix) == LEAF_DEPTH
+
+
+class LeafSearch:
+    """The search of leaves ``order`` (indices into :func:`leaf_prefixes`) of a
+    :class:`LeafOrder` to ``bound``, in that order. Like :class:`~.search.SubtreeSearch`:
+    :meth:`step` returns DONE, FOUND (:attr:`solution` holds the moves; stepping again goes
+    on after it) or PAUSED; :meth:`remainder` hands on what is left as pieces. ``gen0``,
+    ``exp0``: node counts to start from (the frontier's own)."""
+
+    def __init__(self, leaf_order, bound, order, gen0=0, exp0=0):
+        if bound > MAX_DEPTH:
+            raise ValueError(f"bound {bound} exceeds the maximum depth {MAX_DEPTH}")
+        self.leaf_order = leaf_order
+        self.bound = int(bound)
+        self.order = np.ascontiguousarray(order, np.int64)
+        self.stats = np.array([gen0, exp0, 0], np.int64)
+        self._lbox = np.zeros(3, np.int64)
+        self._box = np.zeros(3, np.int64)
+        self._scratch = tuple(np.zeros(k, np.int64) for k in (8, 8, 12, 12))
+        self.solution = None
+
+    @property
+    def generated(self):
+        return int(self.stats[0])
+
+    @property
+    def expanded(self):
+        return int(self.stats[1])
+
+    @property
+    def leaves_done(self):
+        """How many leaves of the order are searched to the end."""
+        return int(self._lbox[0])
+
+    def step(self, budget=1 << 22):
+        """Search about ``budget`` more generated nodes; returns DONE, FOUND or PAUSED."""
+        lo = self.leaf_order
+        node, path, kids, kidm, nk, ki = lo._stack
+        t = lo._tree
+        status = _search_leaves(self.order, lo.rows[t.first_leaf:], t.leaf_moves,
+                                t.last_face, *lo._cubies, *self._scratch, self._lbox,
+                                lo.counts, node, path, kids, kidm, nk, ki, self._box,
+                                self.bound, int(budget), self.stats,
+                                *lo._kernel_args())
+        if status == FOUND:
+            depth = int(self._box[0]) + 1
+            leaf = [int(m) for m in lo._tree.leaf_moves[self.order[self._lbox[0]]]]
+            self.solution = leaf + [int(x) for x in path[1:depth + 1]]
+        return status
+
+    def run(self, budget=1 << 22, cancelled=None):
+        """Step until DONE or FOUND (or ``cancelled()`` turns true between slices)."""
+        while True:
+            status = self.step(budget)
+            if status != PAUSED:
+                return status
+            if cancelled is not None and cancelled():
+                return PAUSED
+
+    def remainder(self):
+        """What is left, as pieces ``(prefix, first_move)`` in this search's order: the rest
+        of the leaf being searched (see :meth:`.search.SubtreeSearch.remainder`), then the
+        leaves not started, each as ``(leaf prefix, None)``."""
+        k = int(self._lbox[0])
+        leaf_moves = self.leaf_order._tree.leaf_moves
+        out = []
+        if k < self.order.size and self._lbox[1]:
+            leaf = [int(m) for m in leaf_moves[self.order[k]]]
+            if self._box[1]:
+                node, path, kids, kidm, nk, ki = self.leaf_order._stack
+                out = stack_remainder(leaf, self._box, path, kidm, nk, ki)
+            else:
+                out = [(leaf, None)]
+            k += 1
+        out += [([int(m) for m in leaf_moves[i]], None) for i in self.order[k:]]
+        return out
