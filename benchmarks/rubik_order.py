@@ -1,116 +1,81 @@
-"""Rubik: vcube's ordered last iterations tried on our search (a prototype of the order,
-node counts only), against our serial order on the same cubes.
+"""Rubik: the ordered iterations (apps/rubik/ordered.py) against one plain search per
+bound, the same cubes on the same tables in one process, side by side.
 
-    python benchmarks/rubik_order.py --seeds 0-19            # from bound 14, as vcube
-    python benchmarks/rubik_order.py --seeds 0-3 --from-bound 15
+    python benchmarks/rubik_order.py --seeds 0-19
+    python benchmarks/rubik_order.py --seeds 0-3 --heuristic phase1
 
-vcube (see rubik_vcube.py) searches its iterations from bound 14 on as the subtrees 4 moves
-below the cube, densest first: each subtree's node count in the previous iteration, scaled
-by sqrt(3/2) where its last move turns U, R or F (more canonical successors). Built without
-that order it took 1.30x longer on Cube.random(0..19). Here the same order runs on our
-kernel: below the bound, one plain search from the root; from it, the frontier 4 moves deep
-(``Frontier(split=4)``, pruned as the farm's master prunes it), leaf by leaf in that order,
-stopping at the first solution. The serial order's counts come from one plain search per
-bound. Node counts are exact, so the comparison needs no idle machine; the times are
-reported as measured (the leaves' Python set-up included).
+``Solver(ordered=False)`` searches each iteration from the cube, its subtrees in move
+order; ``Solver()`` searches every iteration above 4 moves as the 43,254 subtrees 4 moves
+deep, densest first by the iteration before (vcube's order: see the module). Exhausted
+iterations cost the same nodes in both (tested); only the last one differs. Per cube,
+alternating which goes first: each one's generated nodes (exact, so the node ratio needs
+no idle machine), solve time and nodes per second. Reported: the ratio of all nodes, the
+geometric mean and range of the per-cube ratios, each one's mean solve time.
 """
 import argparse
 import math
 import os
 import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from pyfw.monitor.results import add_output_options, output_dir, write_json
 from rubik_vcube import _seeds          # "0-3,7" seed lists, as that benchmark takes them
 
-#: vcube's weight of a subtree whose last move turns U, R or F (15 canonical successors
-#: against 12): its 58206:47525, about sqrt(3):sqrt(2)
-URF_WEIGHT = 58206 / 47525
 
-
-def serial_solve(h, cube):
-    """(length, generated nodes): one plain search per bound, as the serial solver."""
-    from pyfw.apps.rubik.status import FOUND
-    gen, bound = 0, h.h(cube)
-    while True:
-        s = h.subtree(cube, [], bound)
-        status = s.run()
-        gen += s.generated
-        if status == FOUND:
-            return bound, gen
-        bound += 1
-
-
-def ordered_solve(h, cube, from_bound):
-    """(length, generated nodes) with the iterations from ``from_bound`` on ordered."""
-    from pyfw.apps.rubik.frontier import Frontier
-    from pyfw.apps.rubik.status import FOUND
-    gen, prev = 0, {}
-    frontier = Frontier(h, cube, 4)
-    bound = h.h(cube)
-    while True:
-        if bound < from_bound:
-            s = h.subtree(cube, [], bound)
-            status = s.run()
-            gen += s.generated
-            if status == FOUND:
-                return bound, gen
-        else:
-            leaves, g, _ = frontier.leaves(bound)
-            gen += g
-
-            def density(p):
-                return prev.get(tuple(p), 0) * (URF_WEIGHT if p[-1] // 3 < 3 else 1.0)
-            leaves.sort(key=density, reverse=True)
-            cur = {}
-            for p in leaves:
-                s = h.subtree(cube, p, bound)
-                status = s.run()
-                gen += s.generated
-                cur[tuple(p)] = s.generated
-                if status == FOUND:
-                    return bound, gen
-            prev = cur
-        bound += 1
+def _geomean(xs):
+    return math.exp(statistics.fmean(math.log(x) for x in xs))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0-19", help="Cube.random(seed) for these")
-    ap.add_argument("--from-bound", type=int, default=14, help="first ordered bound (14)")
+    ap.add_argument("--heuristic", default="nx")
     add_output_options(ap, os.path.join(HERE, "results"))
     a = ap.parse_args(argv)
-    from pyfw.apps.rubik import Cube
+    from pyfw.apps.rubik import Cube, Solver
     from pyfw.apps.rubik.solver import Heuristic
-    h = Heuristic("nx", progress=False, memory="private")
+    h = Heuristic(a.heuristic, progress=False, memory="private")
+    solvers = {"plain": Solver(tables=h, ordered=False), "ordered": Solver(tables=h)}
+    solvers["ordered"].solve(Cube.from_moves("R U F D L B R2 U2 F2 D' L' B'"))   # compile
     rows = []
-    for seed in _seeds(a.seeds):
+    for k, seed in enumerate(_seeds(a.seeds)):
         cube = Cube.random(seed)
-        t0 = time.perf_counter()
-        length, serial = serial_solve(h, cube)
-        t1 = time.perf_counter()
-        olength, ordered = ordered_solve(h, cube, a.from_bound)
-        t2 = time.perf_counter()
-        if olength != length:
-            raise RuntimeError(f"Cube.random({seed}): lengths {length} and {olength}")
-        rows.append({"seed": seed, "length": length, "serial_generated": serial,
-                     "ordered_generated": ordered, "ratio": ordered / serial,
-                     "serial_seconds": t1 - t0, "ordered_seconds": t2 - t1})
-        print(f"seed {seed}: {length} moves, serial {serial:,} nodes ({t1 - t0:.1f} s), "
-              f"ordered {ordered:,} ({t2 - t1:.1f} s): {ordered / serial:.2f}", flush=True)
-    ratios = [r["ratio"] for r in rows]
+        row = {"seed": seed}
+        for name in (("plain", "ordered") if k % 2 == 0 else ("ordered", "plain")):
+            r = solvers[name].solve(cube)
+            row[name] = {"length": r.length, "generated": r.generated, "seconds": r.seconds,
+                         "nodes_per_second": r.generated / r.seconds}
+        if row["plain"]["length"] != row["ordered"]["length"]:
+            raise RuntimeError(f"Cube.random({seed}): lengths {row['plain']['length']} "
+                               f"and {row['ordered']['length']}")
+        row["node_ratio"] = row["ordered"]["generated"] / row["plain"]["generated"]
+        row["time_ratio"] = row["ordered"]["seconds"] / row["plain"]["seconds"]
+        rows.append(row)
+        print(f"seed {seed}: {row['plain']['length']} moves, plain "
+              f"{row['plain']['generated']:,} nodes {row['plain']['seconds']:.1f} s, ordered "
+              f"{row['ordered']['generated']:,} {row['ordered']['seconds']:.1f} s: nodes "
+              f"{row['node_ratio']:.2f}, time {row['time_ratio']:.2f}", flush=True)
+    nr = [r["node_ratio"] for r in rows]
+    tr = [r["time_ratio"] for r in rows]
     res = {"per_cube": rows,
-           "total_ratio": sum(r["ordered_generated"] for r in rows)
-           / sum(r["serial_generated"] for r in rows),
-           "geomean_ratio": math.exp(statistics.fmean(math.log(x) for x in ratios)),
-           "min_ratio": min(ratios), "max_ratio": max(ratios)}
-    print(f"ordered / serial nodes: in all {res['total_ratio']:.2f}, per cube geometric mean "
-          f"{res['geomean_ratio']:.2f} ({res['min_ratio']:.2f}-{res['max_ratio']:.2f})")
+           "node_ratio_all": sum(r["ordered"]["generated"] for r in rows)
+           / sum(r["plain"]["generated"] for r in rows),
+           "node_ratio_geomean": _geomean(nr), "node_ratio_min": min(nr),
+           "node_ratio_max": max(nr), "time_ratio_geomean": _geomean(tr),
+           "mean_seconds": {n: statistics.fmean(r[n]["seconds"] for r in rows)
+                            for n in solvers},
+           "nodes_per_second": {n: sum(r[n]["generated"] for r in rows)
+                                / sum(r[n]["seconds"] for r in rows) for n in solvers}}
+    print(f"ordered / plain nodes: all {res['node_ratio_all']:.2f}, per cube geometric mean "
+          f"{res['node_ratio_geomean']:.2f} ({res['node_ratio_min']:.2f}-"
+          f"{res['node_ratio_max']:.2f}); mean solve {res['mean_seconds']['plain']:.1f} s "
+          f"plain, {res['mean_seconds']['ordered']:.1f} s ordered; nodes/s "
+          f"{res['nodes_per_second']['plain'] / 1e6:.2f} M and "
+          f"{res['nodes_per_second']['ordered'] / 1e6:.2f} M")
     write_json(output_dir(a), "rubik_order.json",
-               {"seeds": a.seeds, "from_bound": a.from_bound, "results": res})
+               {"seeds": a.seeds, "heuristic": a.heuristic, "results": res})
     return 0
 
 

@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from mpi4py import MPI
 
 from apps.rubik.batch import BatchSolver, read_entries, search_cube
 from apps.rubik.cube import Cube
+from apps.rubik.ordered import N_LEAVES
 from apps.rubik.solver import Heuristic, Solver
 from pyfw import launch
 from pyfw.farm import Farm
@@ -219,3 +221,40 @@ def test_batch_on_the_farm_is_optimal():
             except AssertionError as e:
                 ok, msg = False, str(e) or repr(e)
     agree(ok, msg)
+
+
+def test_leaf_counts_travel_with_the_cube_so_any_worker_orders_its_iterations_alike():
+    """A cube's tasks may run on any worker: each returns its leaves' counts and the next
+    whole task carries the master's merge, so a worker that never saw the cube (its leaf
+    orders dropped before every task here) searches in the same order, to the same nodes,
+    as one that kept the cube; searching a handed-on leaf there needs its rows rebuilt.
+    Without the counts a whole task searches its iteration in lexicographic order."""
+    from apps.rubik import batch
+    h = tables()
+    cube = Cube.from_moves(SCRAMBLES[0] + " B2")     # iterations of several tasks each
+
+    def solve(ship, forget):
+        batch._LEAF_ORDERS.clear()
+        bound, pieces, counts, total, tasks = h.h(cube), None, None, {}, 0
+        while True:
+            if forget:
+                batch._LEAF_ORDERS.clear()
+            r = search_cube(h, cube, bound, pieces, 40, True, 0.0, symmetry=False,
+                            counts=counts if ship else None)
+            tasks += 1
+            if "leaf_counts" in r:
+                counts = np.zeros(N_LEAVES, np.float32) if counts is None else counts
+                counts[r["leaf_counts"][0]] = r["leaf_counts"][1]
+            for b, n in r["iterations"].items():
+                total[b] = total.get(b, 0) + n
+            if r["status"] == "solved":
+                assert cube.apply(r["solution"]).is_solved
+                return total, len(r["solution"]), tasks
+            bound, pieces = r["bound"], r["rest"]
+
+    kept, length, tasks = solve(ship=True, forget=False)
+    assert tasks > 5 and length == Solver(tables=h).solve(cube).length
+    assert solve(ship=True, forget=True)[:2] == (kept, length)
+    for forget in (False, True):
+        lost = solve(ship=False, forget=forget)[0]    # no counts: the lexicographic order
+        assert lost[length] != kept[length] and lost[length - 1] == kept[length - 1]

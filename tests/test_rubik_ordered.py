@@ -13,7 +13,7 @@ import pytest
 import test_rubik_naive as naive
 from apps.rubik import Cube, Solver
 from apps.rubik.ordered import (LEAF_DEPTH, URF_DENSITY, LeafSearch, is_leaf_piece,
-                                leaf_indices, leaf_prefixes)
+                                leaf_prefixes, leaves_piece)
 from apps.rubik.pruning import canonical_sequences, count_canonical
 from apps.rubik.search import DONE, FOUND, PAUSED
 from test_rubik_search import _scrambles, _without_inverse, _without_tight
@@ -23,10 +23,8 @@ def test_the_leaves_are_the_canonical_sequences_four_moves_long():
     leaves = leaf_prefixes()
     assert leaves.shape == (count_canonical(LEAF_DEPTH)[LEAF_DEPTH], LEAF_DEPTH) == (43254, 4)
     assert [list(x) for x in leaves] == sorted(canonical_sequences(LEAF_DEPTH))
-    assert list(leaf_indices([leaves[7], leaves[0]])) == [7, 0]
-    with pytest.raises(ValueError, match="canonical"):
-        leaf_indices([[0, 1, 2, 3]])                  # U U2: not canonical
-    assert is_leaf_piece([0, 3, 6, 9], None) and not is_leaf_piece([0, 3, 6, 9], 4)
+    assert is_leaf_piece(*leaves_piece([7, 0])) and list(leaves_piece([7, 0])[0]) == [7, 0]
+    assert not is_leaf_piece([0, 3, 6, 9], 4) and not is_leaf_piece([0, 3, 6, 9], None)
 
 
 def _variants():
@@ -84,7 +82,8 @@ def test_remainders_of_a_paused_leaf_search_cover_the_rest_exactly():
         sols = []
         while whole.run(1 << 40) == FOUND:
             sols.append(whole.solution)
-        again = leaves.iteration(bound)               # the same bound: counts cleared
+        leaves.take_counts(None)                      # the same order again
+        again = leaves.iteration(bound)
         gen, exp = again.stats[0], again.stats[1]     # the frontier's own nodes
         s, got, queue = LeafSearch(leaves, bound, again.order), [], []
         assert s.order.size >= 100
@@ -99,11 +98,14 @@ def test_remainders_of_a_paused_leaf_search_cover_the_rest_exactly():
                 break
         gen, exp = gen + s.generated, exp + s.expanded
         assert queue and any(is_leaf_piece(p, f) for p, f in queue)
-        for prefix, first in queue:
-            t = h.subtree(cube, prefix, bound, first)
-            while t.run(1 << 40) == FOUND:
-                got.append(t.solution)
-            gen, exp = gen + t.generated, exp + t.expanded
+        for prefix, first in queue:                   # each leaf as a plain subtree
+            subtrees = ([([int(m) for m in leaf_prefixes()[i]], None) for i in prefix]
+                        if is_leaf_piece(prefix, first) else [(prefix, first)])
+            for p, f in subtrees:
+                t = h.subtree(cube, p, bound, f)
+                while t.run(1 << 40) == FOUND:
+                    got.append(t.solution)
+                gen, exp = gen + t.generated, exp + t.expanded
         assert (gen, exp) == (whole.generated, whole.expanded)
         assert got == sols and all(cube.apply(x).is_solved for x in got)
 

@@ -33,10 +33,12 @@ from .search import stack_remainder
 from .status import DONE, FOUND, MAX_DEPTH, PAUSED
 from .symmetry import AXIS_MOVE_CONJ
 
-__all__ = ["LEAF_DEPTH", "LeafOrder", "LeafSearch", "leaf_prefixes"]
+__all__ = ["LEAF_DEPTH", "LEAVES", "N_LEAVES", "LeafOrder", "LeafSearch", "is_leaf_piece",
+           "leaf_prefixes", "leaves_piece"]
 
 #: depth of the leaves (43,254 canonical sequences; vcube keeps the 43,239 distinct positions)
 LEAF_DEPTH = 4
+N_LEAVES = 43254
 #: a leaf's density weight where its last move turns U, R or F (faces 0..2: 15 canonical
 #: moves may follow, against 12 after D, L or B): vcube's 47525:58206, about sqrt(2/3)
 URF_DENSITY = 47525 / 58206
@@ -70,10 +72,10 @@ def _tree(depth):
 def _leaf_tree():
     """The tree of :data:`LEAF_DEPTH` (made once, on first use: 0.1 s)."""
     parent, move, depth, first_leaf, leaf_moves = _tree(LEAF_DEPTH)
+    assert len(leaf_moves) == N_LEAVES
     last_face = leaf_moves[:, -1] // 3
     return _Tree(parent, move, depth, first_leaf, leaf_moves, last_face,
-                 np.where(last_face < 3, URF_DENSITY, 1.0),
-                 {tuple(int(m) for m in s): i for i, s in enumerate(leaf_moves)})
+                 np.where(last_face < 3, URF_DENSITY, 1.0))
 
 
 class _Tree(NamedTuple):
@@ -84,7 +86,6 @@ class _Tree(NamedTuple):
     leaf_moves: np.ndarray      # per leaf, its moves (lexicographic order)
     last_face: np.ndarray       # ... the face of its last move
     weight: np.ndarray          # ... its density weight (URF_DENSITY or 1)
-    index: dict                 # leaf moves (tuple) -> leaf index
 
 
 def leaf_prefixes():
@@ -198,8 +199,7 @@ class LeafOrder:
 
     :meth:`iteration` makes the search of one bound, its leaves densest first by
     :attr:`counts` (each leaf's generated nodes in the last iteration that searched it;
-    ties, and the first iteration, in lexicographic order; an iteration at a bound not
-    above the last one starts a new solve and clears them)."""
+    ties, and the first iteration, in lexicographic order)."""
 
     def __init__(self, heuristic, cube):
         self.heuristic = heuristic
@@ -216,7 +216,6 @@ class LeafOrder:
         self.have = np.zeros(n, np.bool_)
         self.have[0] = True
         self.counts = np.zeros(len(tree.leaf_moves), np.int64)
-        self._last_bound = -1
         self._cubies = [np.asarray(a, np.int64).copy() for a in (cube.cp, cube.co, cube.ep,
                                                                   cube.eo)]
         depth = MAX_DEPTH - LEAF_DEPTH + 2
@@ -243,6 +242,12 @@ class LeafOrder:
                 t.route, t.table, *_MOVE_ARRAYS, h.inverse, t.sorted_slice, *INV_TABLES,
                 h.tight, self._in_h, nx_base, fallback, sepm, sepconj, sep_of_mask)
 
+    def take_counts(self, counts):
+        """Order by ``counts`` (per leaf, as :attr:`counts`: gathered by the processes that
+        searched the cube's leaves so far, :meth:`LeafSearch.searched`; None: none yet, a
+        new solve) from now on."""
+        self.counts[:] = 0 if counts is None else counts
+
     def frontier(self, bound):
         """(the leaves with f <= ``bound``, lexicographic; generated, expanded) of the tree
         above them (``bound`` > :data:`LEAF_DEPTH`)."""
@@ -265,31 +270,33 @@ class LeafOrder:
         """The search of iteration ``bound``, its leaves densest first; the frontier's own
         counts are in its :attr:`~LeafSearch.generated` and :attr:`~LeafSearch.expanded`
         from the start."""
-        if bound <= self._last_bound:     # a new solve of the cube: counts of its own
-            self.counts[:] = 0
-        self._last_bound = bound
         leaves, gen, exp = self.frontier(bound)
         return LeafSearch(self, bound, self.densest_first(leaves), gen, exp)
 
-    def search(self, bound, prefixes):
-        """The search of the leaves ``prefixes`` (move sequences of :data:`LEAF_DEPTH`
-        moves, searched in this order) to ``bound`` (pieces an iteration handed on)."""
-        return LeafSearch(self, bound, leaf_indices(prefixes), 0, 0)
+    def search(self, bound, leaves):
+        """The search of ``leaves`` (indices into :func:`leaf_prefixes`, searched in this
+        order) to ``bound``: a :func:`leaves_piece` that an iteration handed on."""
+        leaves = np.asarray(leaves, np.int64)
+        self.frontier(bound)              # their rows, if no iteration here reached them
+        if leaves.size and not self.have[self._tree.first_leaf + leaves].all():
+            raise ValueError(f"a leaf given is pruned at bound {bound}")
+        return LeafSearch(self, bound, leaves, 0, 0)
 
-def leaf_indices(prefixes):
-    """Leaf indices of move sequences of :data:`LEAF_DEPTH` moves (ValueError if one is not
-    a canonical sequence of that length)."""
-    try:
-        index = _leaf_tree().index
-        return np.array([index[tuple(int(m) for m in p)] for p in prefixes], np.int64)
-    except KeyError as e:
-        raise ValueError(f"not a canonical {LEAF_DEPTH}-move sequence: {list(e.args[0])}") \
-            from None
+
+#: the ``first_move`` of a piece that stands for whole leaves of the frontier: its prefix
+#: is an array of leaf indices, to search in that order (43,254 leaves as one compact
+#: piece, not as many small lists: those cost 0.5 s a hand-over)
+LEAVES = -1
+
+
+def leaves_piece(leaves):
+    """The piece ``(leaf indices, LEAVES)`` of ``leaves``."""
+    return np.asarray(leaves, np.int32), LEAVES
 
 
 def is_leaf_piece(prefix, first_move):
-    """Is the piece ``(prefix, first_move)`` a whole leaf of the frontier?"""
-    return first_move is None and len(prefix) == LEAF_DEPTH
+    """Does the piece ``(prefix, first_move)`` stand for whole leaves (:func:`leaves_piece`)?"""
+    return first_move == LEAVES
 
 
 class LeafSearch:
@@ -340,6 +347,13 @@ class LeafSearch:
             self.solution = leaf + [int(x) for x in path[1:depth + 1]]
         return status
 
+    def searched(self):
+        """(leaf indices, their counts) of the leaves this search has started, in order (the
+        one it stopped in counted so far)."""
+        n = int(self._lbox[0] + self._lbox[1])
+        leaves = self.order[:min(n, self.order.size)]
+        return leaves, self.leaf_order.counts[leaves]
+
     def run(self, budget=1 << 22, cancelled=None):
         """Step until DONE or FOUND (or ``cancelled()`` turns true between slices)."""
         while True:
@@ -352,17 +366,14 @@ class LeafSearch:
     def remainder(self):
         """What is left, as pieces ``(prefix, first_move)`` in this search's order: the rest
         of the leaf being searched (see :meth:`.search.SubtreeSearch.remainder`), then the
-        leaves not started, each as ``(leaf prefix, None)``."""
+        leaves not started as one :func:`leaves_piece`."""
         k = int(self._lbox[0])
-        leaf_moves = self.leaf_order._tree.leaf_moves
         out = []
-        if k < self.order.size and self._lbox[1]:
-            leaf = [int(m) for m in leaf_moves[self.order[k]]]
-            if self._box[1]:
-                node, path, kids, kidm, nk, ki = self.leaf_order._stack
-                out = stack_remainder(leaf, self._box, path, kidm, nk, ki)
-            else:
-                out = [(leaf, None)]
+        if k < self.order.size and self._lbox[1] and self._box[1]:
+            leaf = [int(m) for m in self.leaf_order._tree.leaf_moves[self.order[k]]]
+            node, path, kids, kidm, nk, ki = self.leaf_order._stack
+            out = stack_remainder(leaf, self._box, path, kidm, nk, ki)
             k += 1
-        out += [([int(m) for m in leaf_moves[i]], None) for i in self.order[k:]]
+        if k < self.order.size:
+            out.append(leaves_piece(self.order[k:]))
         return out

@@ -33,6 +33,7 @@ from pyfw.farm import Task
 
 from .cube import Cube
 from .frontier import Frontier, prefixes_at
+from .ordered import is_leaf_piece
 from .position_symmetry import SymmetryFilter
 from .pruning import BRANCHING
 from .search import DONE, FOUND
@@ -178,7 +179,8 @@ def run_search(h, cube, s, all_solutions=False, budget=SLICE_NODES, cancelled=No
     gen, exp = s.generated, s.expanded
     # the deepest pieces come first and are tiny (at most SMALL_PLIES below their root,
     # ~1 ms): searched here, they cost less than the messages that would carry them
-    while rest and bound - len(rest[0][0]) <= SMALL_PLIES and not sols:
+    while (rest and not is_leaf_piece(*rest[0]) and bound - len(rest[0][0]) <= SMALL_PLIES
+           and not sols):
         p, first = rest.pop(0)
         t = h.subtree(cube, p, bound, first)
         if t.run(budget) == FOUND:
