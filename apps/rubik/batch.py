@@ -23,6 +23,14 @@ Cubes start in the order of their predicted cost, longest first: IDA*'s nodes gr
 the solution's length is at most the scramble's (18 for a facelet string: the length of
 most random positions). A cube whose task yields is known to be long and goes first.
 
+Within a cube, every iteration above 4 moves is searched as the subtrees 4 moves deep,
+densest first by the iteration before (:mod:`.ordered`, as the serial solver). Each task
+returns the counts of the leaves it searched and the master keeps their merge, which the
+next whole task of the cube carries: whichever worker starts an iteration orders it by
+every count so far. The leaves an iteration has left travel as one piece (an array of leaf
+indices); split at the tail, they are dealt out round-robin, so every piece starts with
+some of the densest.
+
 Resuming (``Farm(journal=...)``): each finished cube is written to the journal as the one
 result of a round named after the cube (its facelets, heuristic and limit), and reported
 only once the journal has it on disk, so a restarted batch takes every reported cube from
