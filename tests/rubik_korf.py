@@ -28,6 +28,7 @@ from apps.rubik import coords as C
 from apps.rubik.cube import N_MOVES, parse_moves
 from apps.rubik.packing import UNSET, _nib, _pack4, bfs
 from apps.rubik.pruning import NO_FACE, _allowed
+from apps.rubik.search import SlicedSearch
 from apps.rubik.status import DONE, FOUND, MAX_DEPTH, PAUSED, _descend
 
 N_E6 = 665280                      # 12P6: ordered positions of 6 tracked edges
@@ -300,7 +301,7 @@ def _search_korf(cpm, twm, e6, e6x, pc, pa, pb, node, path, kids, kidm, nk, ki, 
     return status
 
 
-class KorfSearch:
+class KorfSearch(SlicedSearch):
     """A resumable IDA* search of the subtree below ``prefix`` (applied to ``cube``) with
     cost bound ``bound`` over :class:`KorfTables`: :meth:`step` / :meth:`run` return
     DONE, FOUND (then :attr:`solution` holds the whole move list) or PAUSED, and count
@@ -336,14 +337,6 @@ class KorfSearch:
             if self.root.is_solved:
                 self._pending = list(self.prefix)
 
-    @property
-    def generated(self):
-        return int(self.stats[0])
-
-    @property
-    def expanded(self):
-        return int(self.stats[1])
-
     def step(self, budget=1 << 22):
         """Search about ``budget`` more generated nodes; returns DONE, FOUND or PAUSED."""
         if self._pending is not None:
@@ -362,15 +355,6 @@ class KorfSearch:
         elif status == DONE:
             self.finished = True
         return status
-
-    def run(self, budget=1 << 22, cancelled=None):
-        """Step until DONE or FOUND (or ``cancelled()`` turns true between slices)."""
-        while True:
-            status = self.step(budget)
-            if status != PAUSED:
-                return status
-            if cancelled is not None and cancelled():
-                return PAUSED
 
 
 class KorfHeuristic:

@@ -29,7 +29,7 @@ from .inverse import _advance as _advance_inverse
 from .phase1_kernel import INV_COL, INV_H_COL, _apply_cubies, _search_reid
 from .phase1_rows import _advance_reid, _reid_row_h, nx_args, phase1_row
 from .pruning import NO_FACE, _allowed
-from .search import stack_remainder
+from .search import SlicedSearch, stack_remainder
 from .status import DONE, FOUND, MAX_DEPTH, PAUSED
 from .symmetry import AXIS_MOVE_CONJ
 
@@ -296,7 +296,7 @@ def is_leaf_piece(prefix, first_move):
     return first_move == LEAVES
 
 
-class LeafSearch:
+class LeafSearch(SlicedSearch):
     """The search of leaves ``order`` (indices into :func:`leaf_prefixes`) of a
     :class:`LeafOrder` to ``bound``, in that order. Like :class:`~.search.SubtreeSearch`:
     :meth:`step` returns DONE, FOUND (:attr:`solution` holds the moves; stepping again goes
@@ -314,14 +314,6 @@ class LeafSearch:
         self._box = np.zeros(3, np.int64)
         self._scratch = tuple(np.zeros(k, np.int64) for k in (8, 8, 12, 12))
         self.solution = None
-
-    @property
-    def generated(self):
-        return int(self.stats[0])
-
-    @property
-    def expanded(self):
-        return int(self.stats[1])
 
     @property
     def leaves_done(self):
@@ -350,15 +342,6 @@ class LeafSearch:
         n = int(self._lbox[0] + self._lbox[1])
         leaves = self.order[:min(n, self.order.size)]
         return leaves, self.leaf_order.counts[leaves]
-
-    def run(self, budget=1 << 22, cancelled=None):
-        """Step until DONE or FOUND (or ``cancelled()`` turns true between slices)."""
-        while True:
-            status = self.step(budget)
-            if status != PAUSED:
-                return status
-            if cancelled is not None and cancelled():
-                return PAUSED
 
     def remainder(self):
         """What is left, as pieces ``(prefix, first_move)`` in this search's order: the rest

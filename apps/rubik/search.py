@@ -22,8 +22,8 @@ from .pruning import NO_FACE
 from .status import DONE, FOUND, MAX_DEPTH, PAUSED
 from .symmetry import AXIS_MOVE_CONJ
 
-__all__ = ["SubtreeSearch", "DONE", "FOUND", "PAUSED", "MAX_DEPTH", "phase1_row",
-           "stack_remainder"]
+__all__ = ["SlicedSearch", "SubtreeSearch", "DONE", "FOUND", "PAUSED", "MAX_DEPTH",
+           "phase1_row", "stack_remainder"]
 
 _MOVE_ARRAYS = move_arrays()
 
@@ -41,7 +41,32 @@ def stack_remainder(prefix, box, path, kidm, nk, ki):
     return out
 
 
-class SubtreeSearch:
+class SlicedSearch:
+    """What the resumable searches share: their counts in ``stats`` (generated, expanded,
+    table probes) and :meth:`run` over their ``step(budget)``."""
+
+    @property
+    def generated(self):
+        """Nodes generated so far."""
+        return int(self.stats[0])
+
+    @property
+    def expanded(self):
+        """Nodes expanded so far."""
+        return int(self.stats[1])
+
+    def run(self, budget=1 << 22, cancelled=None):
+        """Step until DONE or FOUND (or ``cancelled()`` turns true between slices);
+        returns the last status."""
+        while True:
+            status = self.step(budget)
+            if status != PAUSED:
+                return status
+            if cancelled is not None and cancelled():
+                return PAUSED
+
+
+class SubtreeSearch(SlicedSearch):
     """A resumable IDA* search of the subtree below ``prefix`` (applied to ``cube``) with
     cost bound ``bound``. Call :meth:`step` until it returns DONE; after each FOUND,
     :attr:`solution` holds the full move list (prefix included) and the search can go on.
@@ -108,16 +133,6 @@ class SubtreeSearch:
         """The heuristic value the kernel would use for ``cube``."""
         return self.tables.h(cube, self.inverse)
 
-    @property
-    def generated(self):
-        """Nodes generated so far."""
-        return int(self.stats[0])
-
-    @property
-    def expanded(self):
-        """Nodes expanded so far."""
-        return int(self.stats[1])
-
     def step(self, budget=1 << 22):
         """Search about ``budget`` more generated nodes; returns DONE, FOUND or PAUSED."""
         if self._pending is not None:
@@ -151,12 +166,3 @@ class SubtreeSearch:
             raise ValueError("only a paused search that has started has a remainder")
         return stack_remainder(self.prefix, self.box, self.path, self.kidm, self.nk, self.ki)
 
-    def run(self, budget=1 << 22, cancelled=None):
-        """Step until DONE or FOUND (or ``cancelled()`` turns true between slices);
-        returns the last status."""
-        while True:
-            status = self.step(budget)
-            if status != PAUSED:
-                return status
-            if cancelled is not None and cancelled():
-                return PAUSED
