@@ -413,7 +413,7 @@ def rubik_vcube(d):
     return "\n\n".join([
         f"`Cube.random({d['seeds']})`, one thread each, {d['repeats']} rounds alternating "
         f"which solver goes first; ours: table {d['ours_table']}, vcube: table "
-        f"{d['vcube_table']}; {d.get('note', '')}. Each solver's own solve time "
+        f"{d['vcube_table']}{'; ' + d['note'] if d.get('note') else ''}. Each solver's own solve time "
         f"(tables loaded before its clock), median [min–max] over the rounds; lengths agree on every "
         f"cube and every vcube solution solves our cube model.",
         _table(["seed", "length", "our nodes", "ours s", "vcube s", "ours / vcube"], rows),

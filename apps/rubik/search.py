@@ -165,4 +165,3 @@ class SubtreeSearch(SlicedSearch):
         if self.finished or self._pending is not None or self.box[1] == 0:
             raise ValueError("only a paused search that has started has a remainder")
         return stack_remainder(self.prefix, self.box, self.path, self.kidm, self.nk, self.ki)
-
