@@ -62,6 +62,9 @@ def test_leaf_counts_are_their_subtrees_and_the_next_iteration_goes_densest_firs
         s = h.subtree(cube, [int(m) for m in leaf_prefixes()[i]], bound)
         s.run(1 << 40)
         assert leaves.counts[i] == s.generated
+    pruned = min(set(range(len(leaf_prefixes()))) - set(alive.tolist()))
+    with pytest.raises(ValueError, match="pruned"):
+        leaves.search(bound, [alive[0], pruned])
     nxt = leaves.iteration(bound + 1)
     urf = leaf_prefixes()[nxt.order, -1] // 3 < 3
     density = leaves.counts[nxt.order] * np.where(urf, URF_DENSITY, 1.0)

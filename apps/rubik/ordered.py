@@ -274,8 +274,8 @@ class LeafOrder:
         """The search of ``leaves`` (indices into :func:`leaf_prefixes`, searched in this
         order) to ``bound``: a :func:`leaves_piece` that an iteration handed on."""
         leaves = np.asarray(leaves, np.int64)
-        self.frontier(bound)              # their rows, if no iteration here reached them
-        if leaves.size and not self.have[self._tree.first_leaf + leaves].all():
+        alive = self.frontier(bound)[0]   # (and their rows, if no iteration here made them)
+        if not np.isin(leaves, alive).all():
             raise ValueError(f"a leaf given is pruned at bound {bound}")
         return LeafSearch(self, bound, leaves, 0, 0)
 
