@@ -110,12 +110,12 @@ def _cube(state):
     return Cube(cp, co, ep, eo, check=False)
 
 
-def iteration_pieces(h, cube, bound, symmetry=True):
+def iteration_pieces(h, cube, bound, sym):
     """The pieces ``(prefix, first_move)`` of one IDA* iteration, in the serial search's
-    order: the whole tree, or for a symmetric position the frontier leaves no symmetry maps
-    onto an earlier one (as :meth:`.solver.Solver.solve`). Also the frontier's own node
-    counts (generated, expanded)."""
-    sym = SymmetryFilter(cube) if symmetry else None
+    order: the whole tree, or for a symmetric position (``sym``, its
+    :class:`~.position_symmetry.SymmetryFilter`; None: not used) the frontier leaves no
+    symmetry maps onto an earlier one (as :meth:`.solver.Solver.solve`). Also the
+    frontier's own node counts (generated, expanded)."""
     if not sym:
         return [([], None)], 0, 0
     leaves, gen, exp = Frontier(h, cube, 2, sym).leaves(bound)
@@ -206,7 +206,7 @@ def search_cube(h, cube, bound, pieces, limit, whole, yield_after, symmetry=True
             work, pieces = [(leaf_order(h, cube).iteration(bound), 0)], []
         else:
             if pieces is None:
-                pieces, g, e = iteration_pieces(h, cube, bound, symmetry)
+                pieces, g, e = iteration_pieces(h, cube, bound, sym)
                 gen, exp = gen + g, exp + e
                 iterations[bound] = iterations.get(bound, 0) + g
             pieces = list(pieces)

@@ -23,13 +23,13 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .coords import move_arrays
 from .inverse import TABLES as INV_TABLES
 from .inverse import _advance as _advance_inverse
 from .phase1_kernel import INV_COL, INV_H_COL, _apply_cubies, _search_reid
 from .phase1_rows import _advance_reid, _reid_row_h, nx_args, phase1_row
 from .pruning import NO_FACE, _allowed
-from .search import SlicedSearch, stack_remainder
+from .search import (_MOVE_ARRAYS, SlicedSearch, kernel_options, kernel_tables,
+                     stack_remainder)
 from .status import DONE, FOUND, MAX_DEPTH, PAUSED
 from .symmetry import AXIS_MOVE_CONJ
 
@@ -42,8 +42,6 @@ N_LEAVES = 43254
 #: a leaf's density weight where its last move turns U, R or F (faces 0..2: 15 canonical
 #: moves may follow, against 12 after D, L or B): vcube's 47525:58206, about sqrt(2/3)
 URF_DENSITY = 47525 / 58206
-
-_MOVE_ARRAYS = move_arrays()
 
 
 def _tree(depth):
@@ -200,7 +198,6 @@ class LeafOrder:
 
     def __init__(self, heuristic, cube):
         self.heuristic = heuristic
-        self.cube = cube
         t = heuristic.tables
         self.tables = t
         row, self.root_h = phase1_row(t, cube, [], heuristic.inverse)
@@ -233,11 +230,8 @@ class LeafOrder:
 
     def _kernel_args(self):
         t, h = self.tables, self.heuristic
-        nx_base, fallback, sepm, sepconj, sep_of_mask = nx_args(t)
-        mt = t.moves
-        return (mt["flip"], mt[t.slice_move], t.slice_solved, mt["twist"], AXIS_MOVE_CONJ,
-                t.route, t.table, *_MOVE_ARRAYS, h.inverse, t.sorted_slice, *INV_TABLES,
-                h.tight, self._in_h, nx_base, fallback, sepm, sepconj, sep_of_mask)
+        return (*kernel_tables(t), *_MOVE_ARRAYS,
+                *kernel_options(t, h.inverse, h.tight, self._in_h))
 
     def take_counts(self, counts):
         """Order by ``counts`` (per leaf, as :attr:`counts`: gathered by the processes that

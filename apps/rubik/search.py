@@ -23,9 +23,23 @@ from .status import DONE, FOUND, MAX_DEPTH, PAUSED
 from .symmetry import AXIS_MOVE_CONJ
 
 __all__ = ["SlicedSearch", "SubtreeSearch", "DONE", "FOUND", "PAUSED", "MAX_DEPTH",
-           "phase1_row", "stack_remainder"]
+           "kernel_options", "kernel_tables", "phase1_row", "stack_remainder"]
 
 _MOVE_ARRAYS = move_arrays()
+
+
+def kernel_tables(tables):
+    """The kernel's (:func:`.phase1_kernel._search_reid`) arguments before its stack:
+    the move tables, the axis conjugation, the class tables and the table."""
+    mt = tables.moves
+    return (mt["flip"], mt[tables.slice_move], tables.slice_solved, mt["twist"],
+            AXIS_MOVE_CONJ, tables.route, tables.table)
+
+
+def kernel_options(tables, inverse, tight, in_h):
+    """The kernel's arguments after the cubie and move arrays: the inverse lookups, the
+    tight rule and the nx switches."""
+    return (inverse, tables.sorted_slice, *INV_TABLES, tight, in_h, *nx_args(tables))
 
 
 def stack_remainder(prefix, box, path, kidm, nk, ki):
@@ -141,14 +155,10 @@ class SubtreeSearch(SlicedSearch):
         if self.finished:
             return DONE
         t = self.tables
-        mt = t.moves
         args = (self.node, self.path, self.kids, self.kidm, self.nk, self.ki, self.box,
                 self.g0, self.last0, self.bound, int(budget), self.stats)
-        status = _search_reid(mt["flip"], mt[t.slice_move], t.slice_solved, mt["twist"],
-                              AXIS_MOVE_CONJ, t.route, t.table, *args,
-                              *self._root_arrays, *_MOVE_ARRAYS,
-                              self.inverse, t.sorted_slice, *INV_TABLES, self.tight,
-                              self._in_h, *nx_args(t))
+        status = _search_reid(*kernel_tables(t), *args, *self._root_arrays, *_MOVE_ARRAYS,
+                              *kernel_options(t, self.inverse, self.tight, self._in_h))
         if status == FOUND:
             depth = int(self.box[0]) + 1
             self.solution = self.prefix + [int(x) for x in self.path[1:depth + 1]]
