@@ -53,7 +53,7 @@ from .ordered import LEAF_DEPTH, N_LEAVES, LeafSearch, is_leaf_piece, leaves_pie
 from .parallel import STEAL_SLICE_NODES, YIELD_SECONDS, _tables, run_search
 from .position_symmetry import SymmetryFilter
 from .pruning import BRANCHING
-from .solver import check_cube, check_limit, is_facelet_string
+from .solver import Iteration, check_cube, check_limit, is_facelet_string
 
 #: a whole cube's task hands back its remainder after this long, so that a cube running
 #: when the queue of unstarted cubes empties can be split within this time
@@ -165,7 +165,8 @@ class PieceTask(Task):
     ``status`` "solved" (``solution``), "proven" (no solution up to ``limit``), "done" (the
     pieces exhausted, not ``whole``) or "yield" (``rest``: the pieces left of iteration
     ``bound``), with ``generated``, ``expanded``, ``seconds``, ``rank``, ``memory``,
-    ``iterations`` ({bound: generated} searched by this task) and, where it searched
+    ``iterations`` ({bound: generated} searched by this task), ``expanded_by_bound``
+    ({bound: expanded}) and, where it searched
     leaves of the frontier (:mod:`.ordered`), ``leaf_counts`` (leaf indices, their counts);
     None if cancelled. ``counts``: every leaf's latest count (the master's merge of
     ``leaf_counts``), which the leaves of a new iteration are ordered by."""
@@ -191,11 +192,11 @@ def search_cube(h, cube, bound, pieces, limit, whole, yield_after, symmetry=True
     """What a :class:`PieceTask` does (callable without a farm, for tests)."""
     t0 = time.perf_counter()
     gen = exp = 0
-    iterations = {}
+    iterations, expanded = {}, {}      # per bound: nodes generated, expanded
     out = {"key": key, "rank": rank, "bound": bound}
     if bound > limit:                   # the lower bound alone proves the limit
         out.update(status="proven", bound=bound - 1)
-        return _finish(out, t0, gen, exp, iterations, h)
+        return _finish(out, t0, gen, exp, iterations, expanded, h)
     sym = SymmetryFilter(cube) if symmetry else None
     if whole and not sym:               # the master's counts (None: a new solve)
         leaf_order(h, cube).take_counts(counts)
@@ -209,6 +210,7 @@ def search_cube(h, cube, bound, pieces, limit, whole, yield_after, symmetry=True
                 pieces, g, e = iteration_pieces(h, cube, bound, sym)
                 gen, exp = gen + g, exp + e
                 iterations[bound] = iterations.get(bound, 0) + g
+                expanded[bound] = expanded.get(bound, 0) + e
             pieces = list(pieces)
             work = _searches(h, cube, bound, pieces)
         for s, used in work:
@@ -220,29 +222,30 @@ def search_cube(h, cube, bound, pieces, limit, whole, yield_after, symmetry=True
                 leaf_counts.update(zip(*(x.tolist() for x in s.searched())))
             gen, exp = gen + r["generated"], exp + r["expanded"]
             iterations[bound] = iterations.get(bound, 0) + r["generated"]
+            expanded[bound] = expanded.get(bound, 0) + r["expanded"]
             if r["solutions"]:
                 out.update(status="solved", solution=r["solutions"][0])
-                return _finish(out, t0, gen, exp, iterations, h)
+                return _finish(out, t0, gen, exp, iterations, expanded, h)
             more = pieces[used:]
             if r["rest"] or (more and time.perf_counter() - t0 >= yield_after):
                 out.update(status="yield", rest=[_piece(p, f) for p, f in r["rest"] + more])
-                return _finish(out, t0, gen, exp, iterations, h)
+                return _finish(out, t0, gen, exp, iterations, expanded, h)
         if not whole:
             out.update(status="done")
-            return _finish(out, t0, gen, exp, iterations, h)
+            return _finish(out, t0, gen, exp, iterations, expanded, h)
         if bound >= limit:
             out.update(status="proven", bound=bound)
-            return _finish(out, t0, gen, exp, iterations, h)
+            return _finish(out, t0, gen, exp, iterations, expanded, h)
         bound, pieces = bound + 1, None
         out["bound"] = bound
         if time.perf_counter() - t0 >= yield_after:   # the next iteration from its start
             out.update(status="yield", rest=None)
-            return _finish(out, t0, gen, exp, iterations, h)
+            return _finish(out, t0, gen, exp, iterations, expanded, h)
 
 
-def _finish(out, t0, gen, exp, iterations, h):
+def _finish(out, t0, gen, exp, iterations, expanded, h):
     out.update(generated=gen, expanded=exp, seconds=time.perf_counter() - t0,
-               iterations=iterations, memory=h.memory)
+               iterations=iterations, expanded_by_bound=expanded, memory=h.memory)
     counts = out.pop("leaf_counts", None)
     if counts:                          # as two arrays: 43,254 leaves pickle in 0.2 MB
         out["leaf_counts"] = (np.array(list(counts), np.int32),
@@ -283,7 +286,10 @@ class CubeJob:
     pieces_sent: int = field(compare=False, default=0)      # tasks that were split pieces
     ranks: set = field(compare=False, default_factory=set)
     iterations: dict = field(compare=False, default_factory=dict)
+    expanded_by: dict = field(compare=False, default_factory=dict)   # per bound
+    completed: list = field(compare=False, default_factory=list)     # Iteration records
     started: float = field(compare=False, default=None)
+    marked: float = field(compare=False, default=None)      # when the last one completed
     result: dict = field(compare=False, default=None)
 
 
@@ -304,11 +310,21 @@ def journal_name(cube, heuristic, limit):
 class BatchSolver:
     """The master's scheduler of a batch (see the module docstring). ``h``: the master's
     :class:`~.solver.Heuristic` (lower bounds for the order only); ``spec``: what workers
-    load, ``(heuristic, cache_dir, max_depth, inverse, memory)``."""
+    load, ``(heuristic, cache_dir, max_depth, inverse, memory)``. ``on_iteration(entry,
+    iteration)``: called as the master learns that an iteration of a cube is complete (an
+    :class:`~.solver.Iteration` whose seconds are the master's wall time since the cube's
+    previous one, shared out by nodes among iterations it learns of at once).
+    :attr:`workers`: per rank, the tasks, nodes and busy seconds it contributed;
+    :attr:`finished`: per line solved here, its solution (a move list, None if proven
+    longer than the limit) and its iterations."""
 
     def __init__(self, farm, h, spec, limit=None, symmetry=True,
-                 whole_yield=WHOLE_YIELD_SECONDS, piece_yield=YIELD_SECONDS):
+                 whole_yield=WHOLE_YIELD_SECONDS, piece_yield=YIELD_SECONDS,
+                 on_iteration=None):
         self.farm, self.h, self.spec = farm, h, spec
+        self.on_iteration = on_iteration
+        self.workers = {}
+        self.finished = {}          # line -> (solution moves or None, its Iterations)
         self.limit = check_limit(limit)
         self.symmetry = symmetry
         self.whole_yield, self.piece_yield = whole_yield, piece_yield
@@ -352,7 +368,7 @@ class BatchSolver:
                     if job is None:
                         break
                     if job.started is None:
-                        job.started = time.perf_counter()
+                        job.started = job.marked = time.perf_counter()
                         active += 1
                     self._send(job, task)
                 self.farm.step()
@@ -448,20 +464,26 @@ class BatchSolver:
         job.busy += r["seconds"]
         job.ranks.add(r["rank"])
         job.memory = r.get("memory", "")
+        self._account(r)
         for b, n in r["iterations"].items():
             job.iterations[b] = job.iterations.get(b, 0) + n
+        for b, n in r["expanded_by_bound"].items():
+            job.expanded_by[b] = job.expanded_by.get(b, 0) + n
         if "leaf_counts" in r:          # the leaves' latest counts, for the next iteration
             if job.leaf_counts is None:
                 job.leaf_counts = np.zeros(N_LEAVES, np.float32)
             job.leaf_counts[r["leaf_counts"][0]] = r["leaf_counts"][1]
         status = r["status"]
         if status == "solved":
+            self._completed(job, r["bound"], solved=True)
             self._done(job, r["bound"], r["solution"])
             return True
         if status == "proven":
+            self._completed(job, r["bound"])
             self._done(job, r["bound"] + 1, None)
             return True
         if status == "yield":
+            self._completed(job, r["bound"] - 1)
             job.bound = r["bound"]
             # the tail: too few whole cubes left to keep every worker busy
             tail = (not jobs and self.whole_out + len(waiting) < self.nworkers
@@ -477,6 +499,7 @@ class BatchSolver:
             return False
         # "done": a piece of a split iteration is exhausted
         if job.out == 0 and not job.pieces:
+            self._completed(job, job.bound)
             if job.bound >= self.limit:
                 self._done(job, job.bound + 1, None)
                 return True
@@ -484,6 +507,33 @@ class BatchSolver:
             job.split, job.pieces, job.whole, job.waiting_whole = False, None, None, True
             heapq.heappush(waiting, (job.order, job.index, job))
         return False
+
+    def _account(self, r):
+        w = self.workers.setdefault(r["rank"], {"tasks": 0, "generated": 0, "seconds": 0.0})
+        w["tasks"] += 1
+        w["generated"] += r["generated"]
+        w["seconds"] += r["seconds"]
+        w["tables"] = r.get("memory", "")
+
+    def _completed(self, job, through, solved=False):
+        """Record the iterations of ``job`` up to bound ``through`` as complete (the last
+        with its solution if ``solved``): each an :class:`~.solver.Iteration` in
+        ``job.completed``, passed to ``on_iteration``."""
+        first = job.completed[-1].bound + 1 if job.completed else None
+        bounds = [b for b in sorted(job.iterations) if b <= through
+                  and (first is None or b >= first)]
+        if not bounds:
+            return
+        now = time.perf_counter()
+        total = sum(job.iterations[b] for b in bounds) or 1
+        for b in bounds:
+            share = job.iterations[b] / total
+            it = Iteration(b, job.iterations[b], job.expanded_by.get(b, 0),
+                           (now - job.marked) * share, int(solved and b == through))
+            job.completed.append(it)
+            if self.on_iteration is not None:
+                self.on_iteration(job.entry, it)
+        job.marked = now
 
     def _push(self, job, pieces):
         """Queue a split iteration's ``pieces`` as tasks: one a piece, in the serial order,
@@ -522,6 +572,7 @@ class BatchSolver:
         if solution is not None:
             res["verified"] = bool(cube.apply(solution).is_solved)
         job.result = res
+        self.finished[job.entry.line] = (solution, job.completed)
         if getattr(self.farm, "journal", None) is not None:
             self.nrounds += 1
             rnd = self.farm.open([EchoTask(res)], chunksize=1,
@@ -533,6 +584,34 @@ class BatchSolver:
                 "moves": "", "lower_bound": 0, "generated": 0, "expanded": 0, "seconds": 0.0,
                 "busy_seconds": 0.0, "tasks": 0, "pieces": 0, "workers": [], "iterations": {},
                 "verified": True}
+
+
+def solve_one(cube, farm, h, spec, max_length=None, symmetry=True, on_iteration=None,
+              piece_yield=YIELD_SECONDS):
+    """Optimal solve of one cube on ``farm`` by the batch's scheduler (call on the master):
+    a batch of one is its own tail, so its iterations go to every worker as soon as the
+    first task yields (see the module docstring; ``parallel.solve_parallel`` with
+    ``order="dense"``). ``h``: the master's :class:`~.solver.Heuristic` (the lower bound
+    only); ``spec``: what workers load (as :class:`BatchSolver`'s); ``on_iteration(it)``:
+    each complete :class:`~.solver.Iteration`; ``piece_yield``: seconds after which a task
+    hands its rest back (the first, whole, task too). Returns a :class:`~.solver.SolveResult`
+    whose iterations' seconds are the master's wall time."""
+    from .solver import SolveResult
+    cube, limit = check_cube(cube), check_limit(max_length)
+    t0 = time.perf_counter()
+    entry = Entry(1, cube.facelets(), cube)
+    hook = None if on_iteration is None else (lambda _, it: on_iteration(it))
+    solver = BatchSolver(farm, h, spec, limit, symmetry, piece_yield=piece_yield,
+                         on_iteration=hook)
+    (_, r), = list(solver.solve([entry]))
+    solution, iterations = solver.finished.get(entry.line, ([], []))   # ([], []): solved
+    res = SolveResult(solution, [] if solution is None else [solution], r["lower_bound"],
+                      iterations, heuristic=h.name,
+                      table_memory=h.status.get("memory") or "shared mapping")
+    res.seconds = time.perf_counter() - t0
+    res.workers = {int(k): v for k, v in sorted(solver.workers.items())}
+    res.symmetries = SymmetryFilter(cube).order if symmetry else 1
+    return res
 
 
 def summary(results, errors, seconds, workers):

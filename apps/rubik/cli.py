@@ -46,11 +46,13 @@ def parser():
                    help="frontier depth for workers (2 = 243 subtrees, 3 = 3,240), or "
                         "'adaptive': depth 2, then subtrees that dominated the previous "
                         "iteration split further (default)")
-    p.add_argument("--order", choices=("serial", "largest"), default="serial",
-                   help="order of the subtrees: 'serial' as one process searches them (the "
-                        "farm finds a solution about as early as the serial search, with "
-                        "every worker on the way: default) or 'largest' first by the previous "
-                        "iteration's sizes")
+    p.add_argument("--order", choices=("dense", "serial", "largest"), default="dense",
+                   help="order of the subtrees on the farm: 'dense' (default) the subtrees 4 "
+                        "moves deep, densest first by the iteration before, as the serial "
+                        "solver searches them, handed on to idle workers; 'serial' depth-first "
+                        "as a plain search, or 'largest' first by the previous iteration's "
+                        "sizes, in rounds of subtrees under the master's frontier (--split, "
+                        "--no-steal apply to these two; --all uses 'serial')")
     p.add_argument("--no-steal", dest="steal", action="store_false",
                    help="every subtree runs to its end on one worker (default: in serial order "
                         "a subtree still running after 0.5 s hands its rest back, and idle "
@@ -248,11 +250,13 @@ def _solve_on_farm(cube, args, beat, out):
               setup_args=(args.heuristic, args.cache_dir, args.table_depth,
                           args.inverse, args.table_memory)) as farm:
         if farm.is_master:
-            # the master searches the first iterations alone: its tables follow the same
-            # --table-memory rule as a worker's
+            # in the rounds of the serial orders the master searches the first iterations
+            # alone: its tables follow the same --table-memory rule as a worker's; in the
+            # dense order it only takes the cube's lower bound
+            searches = args.order != "dense" or args.all
             tables = Heuristic(args.heuristic, args.cache_dir, progress=True,
                                max_depth=args.table_depth, log=_log, inverse=args.inverse,
-                               memory=args.table_memory)
+                               memory=args.table_memory if searches else "shared")
             with beat:
                 res = solve_parallel(cube, farm, heuristic=args.heuristic,
                                      max_length=args.prove_depth, all_solutions=args.all,

@@ -1,5 +1,11 @@
-"""Parallel IDA* on pyfw.farm: the master expands the top of the tree, workers search the
-subtrees, one farm round per IDA* iteration.
+"""Parallel IDA* on pyfw.farm.
+
+By default (``order="dense"``) a solve is a batch of one cube (:func:`.batch.solve_one`):
+its iterations are searched as the subtrees 4 moves deep, densest first by the iteration
+before (:mod:`.ordered`), by tasks that hand their rest on to idle workers. The rest of
+this module is the other way, kept for ``order="serial"``/``"largest"``, every solution
+(``all_solutions``) and per-subtree counts: the master expands the top of the tree,
+workers search the subtrees, one farm round per IDA* iteration.
 
 Per iteration (cost bound b) the master walks the canonical tree down to the split depth,
 pruning with the same heuristic as the kernels (so node totals equal the serial ones for
@@ -49,7 +55,7 @@ GROUP_NODES = 1 << 17       # steal rounds: consecutive leaves predicted to gene
                             # nodes than this together go out as one piece (~25 ms)
 SPLIT_PIECES = 64           # adaptive split: no piece above 1/max(64, 8 * workers) of the
                             # previous iteration (the same pieces for 1 and 2 workers)
-ORDERS = ("serial", "largest")
+ORDERS = ("dense", "serial", "largest")
 
 
 def _load(name, cache_dir, max_depth, inverse=True, memory="auto"):
@@ -201,10 +207,18 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
                    all_solutions=False, split="adaptive", cache_dir=None, max_depth=None,
                    budget=SLICE_NODES, tables=None, on_iteration=None, record_subtrees=False,
                    policy=None, chunksize=None, tail_duplication=None,
-                   local_nodes=LOCAL_NODES, order="serial", steal=True,
+                   local_nodes=LOCAL_NODES, order="dense", steal=True,
                    yield_after=YIELD_SECONDS, symmetry=True, group_nodes=GROUP_NODES):
     """Optimal solve on a :class:`pyfw.farm.Farm` (call on the master rank).
 
+    ``order``: ``"dense"`` (the default) searches every iteration above 4 moves as the
+    subtrees 4 moves deep, densest first by the iteration before, as the serial solver
+    does (:mod:`.ordered`), scheduled as a batch of one cube (:func:`.batch.solve_one`:
+    the first task searches the cube whole and, after ``yield_after`` seconds, hands its
+    leaves on to every worker; the settings below that shape rounds do not apply to it).
+    With ``all_solutions`` or ``record_subtrees`` the order of the last iteration does not
+    matter (all of it is searched) and ``"dense"`` means ``"serial"``.
+    ``"serial"`` and ``"largest"`` are the rounds of this module (see its docstring).
     ``split``: depth of the frontier (2 as in the study: 243 subtrees), or ``"adaptive"``
     (depth 2, then split subtrees that dominated the previous iteration; the default).
     ``max_length``: prove that no solution of at most this many moves exists (or find one).
@@ -235,6 +249,13 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     _check_split_order(split, order)
     h = tables if tables is not None else Heuristic(heuristic, cache_dir, max_depth=max_depth,
                                                     memory="auto")
+    if order == "dense" and not (all_solutions or record_subtrees):
+        from .batch import solve_one
+        spec = (h.name, cache_dir, max_depth, h.inverse, "auto")
+        return solve_one(cube, farm, h, spec, limit, symmetry, on_iteration,
+                         piece_yield=yield_after)
+    if order == "dense":
+        order = "serial"
     t0 = time.perf_counter()
     res = SolveResult(None, [], 0, heuristic=h.name,
                       table_memory=h.status.get("memory") or "shared mapping")
