@@ -17,7 +17,8 @@ and nodes ratio; over all cubes: median and geometric mean speedup, the worst cu
 ``--compare ORDER:SPLIT[:DEPTH][:nosteal][:shared|private|auto]`` runs a second
 configuration the same way (e.g. the previous defaults, ``largest:2``,
 ``serial:adaptive:nosteal``, or the workers' tables in the shared page-cache mapping,
-``serial:adaptive:shared``; the settled comparisons: docs/decisions.md). Writes
+``serial:adaptive:shared``; the settled comparisons: docs/decisions.md), and reports the
+second's solve seconds over the first's per cube (``versus``). Writes
 ``rubik_speedup.json`` (after every cube, with ``"complete": false`` until the last: a run
 stopped early keeps its finished cubes) and ``.png`` to ``--out DIR`` (default
 ``benchmarks/results/local/``; ``--publish``: the tracked ``benchmarks/results/``);
@@ -135,6 +136,22 @@ def summarise(cubes):
             "below_1_3": sum(1 for x in sp if x < 1.3)}
 
 
+def versus(configs):
+    """With two configurations: per cube, the second's solve seconds over the first's, on
+    one worker and on two (the geometric mean and the range over the cubes both ran)."""
+    if len(configs) != 2:
+        return None
+    second = {c["seed"]: c for c in configs[1]["cubes"]}
+    out = {}
+    for key in ("one", "two"):
+        r = [second[c["seed"]][key]["seconds"] / c[key]["seconds"]
+             for c in configs[0]["cubes"] if c["seed"] in second]
+        out[key] = {"cubes": len(r), "geomean": geomean(r) if r else None,
+                    "min": min(r, default=None), "max": max(r, default=None),
+                    "first_faster": sum(x > 1 for x in r)}
+    return out
+
+
 #: what makes two runs' configurations the same (for --resume)
 CONFIG_KEYS = ("order", "split", "pipeline_depth", "inverse", "steal", "table_memory")
 
@@ -230,7 +247,8 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--heuristic", default="nx")
-    ap.add_argument("--order", default="serial")
+    ap.add_argument("--order", default="dense",
+                    help="solve_parallel's order (default dense, its default)")
     ap.add_argument("--split", type=_split, default="adaptive")
     ap.add_argument("--pipeline-depth", type=int, default=None,
                     help="chunks in flight per worker (default: the farm's automatic depth)")
@@ -301,7 +319,7 @@ def main(argv=None):
     done = (previous_cubes(out + ".json", a.heuristic, wanted, a.repeat) if a.resume
             else None)
 
-    def save(configs, complete):
+    def save(configs, complete, vs=None):
         d = {"command": "python benchmarks/rubik_speedup.py " + " ".join(argv or sys.argv[1:]),
              "machine": machine(),
              "heuristic": a.heuristic, "seeds": seeds, "repeat": a.repeat,
@@ -309,6 +327,8 @@ def main(argv=None):
              "seconds": time.time() - t0, "complete": complete,
              # cubes kept from the stopped run(s) this one resumed (their own seconds)
              "resumed_cubes": len(done[0]) if done else 0}
+        if vs:
+            d["versus"] = vs
         with open(out + ".json", "w") as fh:
             json.dump(d, fh, indent=1)
 
@@ -318,7 +338,14 @@ def main(argv=None):
     configs = run_configs(seeds, a.heuristic, wanted, a.timeout, partial, done, a.repeat)
     for cfg in configs:
         print_summary(cfg)
-    save(configs, True)
+    vs = versus(configs)
+    if vs:
+        for key, name in (("one", "1 worker"), ("two", "2 workers")):
+            v = vs[key]
+            print(f"{configs[1]['order']} / {configs[0]['order']} seconds on {name}: "
+                  f"geo-mean {v['geomean']:.2f} ({v['min']:.2f}-{v['max']:.2f}), "
+                  f"{configs[0]['order']} faster on {v['first_faster']} of {v['cubes']}")
+    save(configs, True, vs)
     plot(configs, out + ".png")
     print(f"wrote {out}.json and .png")
     return 0

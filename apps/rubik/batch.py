@@ -277,6 +277,7 @@ class CubeJob:
     whole: list = field(compare=False, default=None)    # waits whole with these pieces
     waiting_whole: bool = field(compare=False, default=False)
     split: bool = field(compare=False, default=False)       # iteration out in pieces
+    was_split: bool = field(compare=False, default=False)   # an iteration was: split early
     out: int = field(compare=False, default=0)
     rounds: list = field(compare=False, default_factory=list)
     generated: int = field(compare=False, default=0)
@@ -422,7 +423,10 @@ class BatchSolver:
         if waiting:
             _, _, job = heapq.heappop(waiting)
             job.waiting_whole = False
-            return job, self._task(job, job.whole, whole=True, yield_after=self._whole_yield(jobs))
+            # a cube split in its last iteration is split again after one slice of the
+            # next (13 times larger), not after idling the other workers for a yield time
+            return job, self._task(job, job.whole, whole=True,
+                                   yield_after=0.0 if job.was_split else self._whole_yield(jobs))
         if jobs:
             job = heapq.heappop(jobs)
             job.waiting_whole = False
@@ -505,6 +509,7 @@ class BatchSolver:
                 return True
             job.bound += 1          # the iteration is exhausted: the next one, whole
             job.split, job.pieces, job.whole, job.waiting_whole = False, None, None, True
+            job.was_split = True
             heapq.heappush(waiting, (job.order, job.index, job))
         return False
 
