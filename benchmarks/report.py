@@ -362,6 +362,14 @@ def rubik_speedup(d):
                             _g(c["speedup"]), _g(c["one"]["generated"]),
                             _g(c["nodes_ratio"])]
                            for c in cfg["cubes"]]))
+    vs = d.get("versus")
+    if vs:
+        first, second = (cfg["order"] for cfg in d["configs"])
+        out.append(" ".join(
+            f"{second} against {first} on {name}: solve seconds {second}/{first} geometric "
+            f"mean {_g(vs[key]['geomean'])} ({_g(vs[key]['min'])}–{_g(vs[key]['max'])}), "
+            f"{first} faster on {vs[key]['first_faster']} of {vs[key]['cubes']} cubes."
+            for key, name in (("one", "1 worker"), ("two", "2 workers"))))
     return "\n\n".join(out)
 
 

@@ -16,7 +16,12 @@ subtree, as the parallel solver's steal rounds send them). Every task stops afte
   yields is split: its remainder pieces go to the workers that would otherwise be idle, each piece yielding again after
   :data:`~.parallel.YIELD_SECONDS` (the steal rounds of :mod:`.parallel`). The first
   solution at a bound ends the cube (the bound below it was exhausted: optimal) and cancels
-  its other pieces.
+  its other pieces. A cube split in one iteration starts the next one whole, but hands it on
+  after its first slice of nodes (the iteration is about 13 times larger: it will be split
+  again), so the other workers do not wait a yield time for their share.
+
+One cube on the farm is a batch of one (:func:`solve_one`, the default of
+``parallel.solve_parallel``): it is its own tail from its first yield on.
 
 Cubes start in the order of their predicted cost, longest first: IDA*'s nodes grow about
 :data:`~.pruning.BRANCHING`-fold per move between the lower bound and the solution, and
@@ -28,8 +33,9 @@ densest first by the iteration before (:mod:`.ordered`, as the serial solver). E
 returns the counts of the leaves it searched and the master keeps their merge, which the
 next whole task of the cube carries: whichever worker starts an iteration orders it by
 every count so far. The leaves an iteration has left travel as one piece (an array of leaf
-indices); split at the tail, they are dealt out round-robin, so every piece starts with
-some of the densest.
+indices); split at the tail, they join the cube's pool, kept in that order on the master
+(it has the same counts), and go out from its front in chunks of about 0.1 s of predicted
+search, so that the workers together keep to the order one process would follow.
 
 Resuming (``Farm(journal=...)``): each finished cube is written to the journal as the one
 result of a round named after the cube (its facelets, heuristic and limit), and reported
@@ -49,7 +55,8 @@ from pyfw.farm import Task
 
 from .cube import Cube, InvalidCubeError, format_moves, parse_moves
 from .frontier import Frontier
-from .ordered import LEAF_DEPTH, N_LEAVES, LeafSearch, is_leaf_piece, leaves_piece
+from .ordered import (LEAF_DEPTH, N_LEAVES, LeafSearch, densest_first, is_leaf_piece,
+                      leaves_piece)
 from .parallel import STEAL_SLICE_NODES, YIELD_SECONDS, _tables, run_search
 from .position_symmetry import SymmetryFilter
 from .pruning import BRANCHING
@@ -60,9 +67,13 @@ from .solver import Iteration, check_cube, check_limit, is_facelet_string
 WHOLE_YIELD_SECONDS = 2.0
 #: the optimal length assumed for a position given by its facelets (most random positions)
 TYPICAL_LENGTH = 18
-#: a split iteration's whole leaves go out in tasks of at least this many (a leaf at bound
-#: 17 is about 40,000 nodes, 15 ms)
-LEAVES_PER_TASK = 16
+#: a split iteration's leaves go out densest first, in tasks of consecutive leaves that the
+#: iteration before predicts (x 13.35) to generate about this many nodes together (about
+#: 0.1 s of search: small enough that the order holds across the workers, large enough
+#: that a task's message and set-up, about a millisecond, stay a small share) ...
+CHUNK_NODES = 1 << 18
+#: ... and at most this many leaves (those the iteration before pruned predict nothing)
+CHUNK_LEAVES = 1024
 
 
 @dataclass
@@ -273,6 +284,7 @@ class CubeJob:
     entry: Entry = field(compare=False)
     bound: int = field(compare=False, default=0)
     pieces: list = field(compare=False, default=None)   # heap of (order key, pieces)
+    pool: np.ndarray = field(compare=False, default=None)  # split leaves not sent, in order
     leaf_counts: np.ndarray = field(compare=False, default=None)   # per leaf: its last count
     whole: list = field(compare=False, default=None)    # waits whole with these pieces
     waiting_whole: bool = field(compare=False, default=False)
@@ -333,7 +345,6 @@ class BatchSolver:
         self.run_id = uuid.uuid4().hex[:12]
         self.rounds = {}            # open Round -> the CubeJob it searches for (None: echo)
         self.nrounds = 0
-        self.nchunks = 0            # tasks of leaves made by _push
 
     def solve(self, entries):
         """Solve the valid entries; yields ``(entry, result dict)`` as cubes finish (a
@@ -415,10 +426,13 @@ class BatchSolver:
         else the next cube by predicted cost."""
         while splitting:
             job = splitting[0]
-            if job.result is not None or not job.pieces:
+            if job.result is not None or not self._open_pieces(job):
                 splitting.pop(0)
                 continue
-            _, pieces = heapq.heappop(job.pieces)
+            if job.pieces:              # the rest of a leaf a task stopped in: first
+                _, pieces = heapq.heappop(job.pieces)
+            else:
+                pieces = [leaves_piece(self._chunk(job))]
             return job, self._task(job, pieces, whole=False, yield_after=self.piece_yield)
         if waiting:
             _, _, job = heapq.heappop(waiting)
@@ -474,9 +488,7 @@ class BatchSolver:
         for b, n in r["expanded_by_bound"].items():
             job.expanded_by[b] = job.expanded_by.get(b, 0) + n
         if "leaf_counts" in r:          # the leaves' latest counts, for the next iteration
-            if job.leaf_counts is None:
-                job.leaf_counts = np.zeros(N_LEAVES, np.float32)
-            job.leaf_counts[r["leaf_counts"][0]] = r["leaf_counts"][1]
+            self._counts(job)[r["leaf_counts"][0]] = r["leaf_counts"][1]
         status = r["status"]
         if status == "solved":
             self._completed(job, r["bound"], solved=True)
@@ -502,14 +514,14 @@ class BatchSolver:
                 heapq.heappush(waiting, (job.order, job.index, job))
             return False
         # "done": a piece of a split iteration is exhausted
-        if job.out == 0 and not job.pieces:
+        if job.out == 0 and not self._open_pieces(job):
             self._completed(job, job.bound)
             if job.bound >= self.limit:
                 self._done(job, job.bound + 1, None)
                 return True
             job.bound += 1          # the iteration is exhausted: the next one, whole
             job.split, job.pieces, job.whole, job.waiting_whole = False, None, None, True
-            job.was_split = True
+            job.pool, job.was_split = None, True
             heapq.heappush(waiting, (job.order, job.index, job))
         return False
 
@@ -541,30 +553,48 @@ class BatchSolver:
         job.marked = now
 
     def _push(self, job, pieces):
-        """Queue a split iteration's ``pieces`` as tasks: one a piece, in the serial order,
-        except the frontier's whole leaves (thousands, densest first: see
-        :mod:`.ordered`), dealt out round-robin to at most two tasks a worker (of at least
-        :data:`LEAVES_PER_TASK`), so that each task starts with some of the densest."""
+        """Queue a split iteration's ``pieces``: the subtrees left of a leaf a task stopped
+        in (searched first, in the serial order), and the frontier's whole leaves, which
+        join the cube's pool of leaves not sent, kept densest first (:mod:`.ordered`: the
+        order the whole iteration would have had) and sent from its front in chunks
+        (:meth:`_chunk`)."""
         if job.pieces is None:
             job.pieces = []
-        leaves = []
+        leaves = [] if job.pool is None else [job.pool]
         for prefix, first in pieces:
             if is_leaf_piece(prefix, first):
-                leaves.append(prefix)
+                leaves.append(np.asarray(prefix, np.int64))
                 continue
-            key = (0,) + tuple(prefix) + ((first,) if first is not None else ())
+            key = tuple(prefix) + ((first,) if first is not None else ())
             heapq.heappush(job.pieces, (key, [(list(prefix), first)]))
-        leaves = np.concatenate(leaves) if leaves else np.zeros(0, np.int32)
-        n = min(2 * self.nworkers, -(-leaves.size // LEAVES_PER_TASK))
-        for c in range(n):
-            self.nchunks += 1
-            heapq.heappush(job.pieces, ((1, self.nchunks), [leaves_piece(leaves[c::n])]))
+        if leaves:
+            job.pool = densest_first(self._counts(job), np.concatenate(leaves))
+
+    def _counts(self, job):
+        if job.leaf_counts is None:
+            job.leaf_counts = np.zeros(N_LEAVES, np.float32)
+        return job.leaf_counts
+
+    def _chunk(self, job):
+        """The next leaves of the cube's pool: as many as the iteration before predicts to
+        generate :data:`CHUNK_NODES` together (at least one, at most
+        :data:`CHUNK_LEAVES`)."""
+        pool = job.pool
+        predicted = np.cumsum(self._counts(job)[pool[:CHUNK_LEAVES]] * BRANCHING)
+        n = max(1, int(np.searchsorted(predicted, CHUNK_NODES)) + 1)
+        job.pool = pool[n:]
+        return pool[:n]
+
+    @staticmethod
+    def _open_pieces(job):
+        """Are pieces of the cube's split iteration waiting to be sent?"""
+        return bool(job.pieces) or (job.pool is not None and job.pool.size > 0)
 
     def _done(self, job, bound, solution):
         for rnd in job.rounds:
             if rnd in self.rounds and not rnd.finished:
                 rnd.cancel(wait=False)
-        job.rounds, job.pieces, job.split = [], None, False
+        job.rounds, job.pieces, job.pool, job.split = [], None, None, False
         cube = job.entry.cube
         res = {"line": job.entry.line, "input": job.entry.text, "facelets": cube.facelets(),
                "length": None if solution is None else len(solution),

@@ -43,9 +43,9 @@ def parser():
                    help="do not look the phase-1 tables up on the inverse position too (the "
                         "default does: fewer nodes; this is for comparisons)")
     p.add_argument("--split", default="adaptive",
-                   help="frontier depth for workers (2 = 243 subtrees, 3 = 3,240), or "
-                        "'adaptive': depth 2, then subtrees that dominated the previous "
-                        "iteration split further (default)")
+                   help="--order serial/largest: frontier depth for workers (2 = 243 "
+                        "subtrees, 3 = 3,240), or 'adaptive': depth 2, then subtrees that "
+                        "dominated the previous iteration split further (default)")
     p.add_argument("--order", choices=("dense", "serial", "largest"), default="dense",
                    help="order of the subtrees on the farm: 'dense' (default) the subtrees 4 "
                         "moves deep, densest first by the iteration before, as the serial "
@@ -54,9 +54,9 @@ def parser():
                         "sizes, in rounds of subtrees under the master's frontier (--split, "
                         "--no-steal apply to these two; --all uses 'serial')")
     p.add_argument("--no-steal", dest="steal", action="store_false",
-                   help="every subtree runs to its end on one worker (default: in serial order "
-                        "a subtree still running after 0.5 s hands its rest back, and idle "
-                        "workers take it up)")
+                   help="--order serial: every subtree runs to its end on one worker "
+                        "(default: a subtree still running after 0.5 s hands its rest back, "
+                        "and idle workers take it up)")
     p.add_argument("--no-symmetry", dest="symmetry", action="store_false",
                    help="search every subtree of a symmetric position (default: subtrees "
                         "that a symmetry of the position maps onto another are searched "

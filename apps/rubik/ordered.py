@@ -33,8 +33,8 @@ from .search import (_MOVE_ARRAYS, SlicedSearch, kernel_options, kernel_tables,
 from .status import DONE, FOUND, MAX_DEPTH, PAUSED
 from .symmetry import AXIS_MOVE_CONJ
 
-__all__ = ["LEAF_DEPTH", "LEAVES", "N_LEAVES", "LeafOrder", "LeafSearch", "is_leaf_piece",
-           "leaf_prefixes", "leaves_piece"]
+__all__ = ["LEAF_DEPTH", "LEAVES", "N_LEAVES", "LeafOrder", "LeafSearch", "densest_first",
+           "is_leaf_piece", "leaf_prefixes", "leaves_piece"]
 
 #: depth of the leaves (43,254 canonical sequences; vcube keeps the 43,239 distinct positions)
 LEAF_DEPTH = 4
@@ -254,8 +254,7 @@ class LeafOrder:
 
     def densest_first(self, leaves):
         """``leaves`` (indices) sorted by density, densest first (stable)."""
-        density = self.counts[leaves] * self._tree.weight[leaves]
-        return leaves[np.argsort(-density, kind="stable")]
+        return densest_first(self.counts, leaves)
 
     def iteration(self, bound):
         """The search of iteration ``bound``, its leaves densest first; the frontier's own
@@ -272,6 +271,13 @@ class LeafOrder:
         if not np.isin(leaves, alive).all():
             raise ValueError(f"a leaf given is pruned at bound {bound}")
         return LeafSearch(self, bound, leaves, 0, 0)
+
+
+def densest_first(counts, leaves):
+    """``leaves`` (indices) sorted by their density under ``counts`` (per leaf, as
+    :attr:`LeafOrder.counts`), densest first (stable): the order of an iteration."""
+    density = counts[leaves] * _leaf_tree().weight[leaves]
+    return leaves[np.argsort(-density, kind="stable")]
 
 
 #: the ``first_move`` of a piece that stands for whole leaves of the frontier: its prefix

@@ -216,8 +216,9 @@ def solve_parallel(cube, farm, heuristic=DEFAULT_HEURISTIC, max_length=None,
     does (:mod:`.ordered`), scheduled as a batch of one cube (:func:`.batch.solve_one`:
     the first task searches the cube whole and, after ``yield_after`` seconds, hands its
     leaves on to every worker; the settings below that shape rounds do not apply to it).
-    With ``all_solutions`` or ``record_subtrees`` the order of the last iteration does not
-    matter (all of it is searched) and ``"dense"`` means ``"serial"``.
+    With ``all_solutions`` (the whole last iteration is searched: its order does not
+    matter) or ``record_subtrees`` (counts per subtree of the master's frontier)
+    ``"dense"`` means ``"serial"``.
     ``"serial"`` and ``"largest"`` are the rounds of this module (see its docstring).
     ``split``: depth of the frontier (2 as in the study: 243 subtrees), or ``"adaptive"``
     (depth 2, then split subtrees that dominated the previous iteration; the default).
