@@ -531,6 +531,10 @@ SECTIONS = [
      "python benchmarks/rubik_bench.py --publish", rubik_bench),
     ("Rubik: two workers against one on random cubes", "rubik_speedup.json",
      "python benchmarks/rubik_speedup.py --publish", rubik_speedup),
+    ("Rubik: one cube on the farm, ordered (dense) against serial order",
+     "rubik_speedup_dense.json",
+     "python benchmarks/rubik_speedup.py --order dense --compare serial:adaptive --repeat 1 "
+     "--name rubik_speedup_dense --publish", rubik_speedup),
     ("Rubik: batches of cubes against one launch per cube", "rubik_batch*.json",
      "python benchmarks/rubik_batch.py --cubes N --publish", rubik_batch),
     ("Rubik: per-core speed against vcube (C++) on this machine", "rubik_vcube.json",
@@ -549,8 +553,12 @@ SECTIONS = [
 
 def _plots(pattern):
     stems = {os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(RESULTS, pattern))}
+    # a plot goes with the results its name starts with, unless it is another result's own
+    others = {os.path.splitext(os.path.basename(p))[0]
+              for p in glob.glob(os.path.join(RESULTS, "*.json"))} - stems
     pngs = sorted(p for p in glob.glob(os.path.join(RESULTS, "*.png"))
-                  if any(os.path.basename(p).startswith(s) for s in stems))
+                  if any(os.path.basename(p).startswith(s) for s in stems)
+                  and os.path.splitext(os.path.basename(p))[0] not in others)
     if pattern.startswith("testbed"):
         pngs = sorted(glob.glob(os.path.join(RESULTS, "testbed_*.png")))
     if pattern.startswith("coll_osu"):

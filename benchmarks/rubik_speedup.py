@@ -276,6 +276,8 @@ def parse_args(argv=None):
                     help="keep the cubes a stopped run of the same configurations saved in "
                          "the output directory and run only the others (a long series over several "
                          "idle windows)")
+    ap.add_argument("--name", default="rubik_speedup",
+                    help="base name of the .json and .png written (default rubik_speedup)")
     ap.add_argument("--mpi", type=int, default=None,
                     help=argparse.SUPPRESS)
     return ap.parse_args(argv)
@@ -315,7 +317,7 @@ def main(argv=None):
     seeds = seed_range(a.seeds)
     t0 = time.time()
     wanted = wanted_configs(a)
-    out = os.path.join(output_dir(a), "rubik_speedup")
+    out = os.path.join(output_dir(a), a.name)
     done = (previous_cubes(out + ".json", a.heuristic, wanted, a.repeat) if a.resume
             else None)
 
