@@ -60,7 +60,7 @@ from .ordered import (LEAF_DEPTH, N_LEAVES, LeafSearch, densest_first, is_leaf_p
 from .parallel import STEAL_SLICE_NODES, YIELD_SECONDS, _tables, run_search
 from .position_symmetry import SymmetryFilter
 from .pruning import BRANCHING
-from .solver import Iteration, check_cube, check_limit, is_facelet_string
+from .solver import Iteration, SolveResult, check_cube, check_limit, is_facelet_string
 
 #: a whole cube's task hands back its remainder after this long, so that a cube running
 #: when the queue of unstarted cubes empties can be split within this time
@@ -631,7 +631,6 @@ def solve_one(cube, farm, h, spec, max_length=None, symmetry=True, on_iteration=
     each complete :class:`~.solver.Iteration`; ``piece_yield``: seconds after which a task
     hands its rest back (the first, whole, task too). Returns a :class:`~.solver.SolveResult`
     whose iterations' seconds are the master's wall time."""
-    from .solver import SolveResult
     cube, limit = check_cube(cube), check_limit(max_length)
     t0 = time.perf_counter()
     entry = Entry(1, cube.facelets(), cube)
