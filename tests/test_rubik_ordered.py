@@ -12,8 +12,8 @@ import pytest
 
 import test_rubik_naive as naive
 from apps.rubik import Cube, Solver
-from apps.rubik.ordered import (LEAF_DEPTH, URF_DENSITY, LeafSearch, is_leaf_piece,
-                                leaf_prefixes, leaves_piece)
+from apps.rubik.ordered import (LEAF_DEPTH, N_LEAVES, URF_DENSITY, LeafSearch,
+                                is_leaf_piece, leaf_prefixes, leaves_piece)
 from apps.rubik.pruning import canonical_sequences, count_canonical
 from apps.rubik.search import DONE, FOUND, PAUSED
 from test_rubik_search import _scrambles, _without_inverse, _without_tight
@@ -70,6 +70,31 @@ def test_leaf_counts_are_their_subtrees_and_the_next_iteration_goes_densest_firs
     density = leaves.counts[nxt.order] * np.where(urf, URF_DENSITY, 1.0)
     assert np.all(np.diff(density) <= 0) and density[0] > density[-1]
     assert sorted(nxt.order) == sorted(leaves.frontier(bound + 1)[0])
+
+
+@pytest.mark.parametrize("variant", [0, 1, 2], ids=["tight", "inverse", "forward"])
+def test_leaves_handed_to_a_process_that_never_walked_the_cube_are_judged_as_the_walk(variant):
+    # a worker handed leaves of a cube it never searched computes only their paths
+    # (LeafOrder.search): a leaf must be accepted exactly when the whole frontier walk
+    # keeps it, with the same row and heuristic value
+    h = _variants()[variant]
+    cube = Cube.from_moves("R2 U' F' D2 R F2 L' B U R' F D")
+    bound = max(h.h(cube), LEAF_DEPTH + 1)
+    walked = h.leaf_order(cube)
+    while len(walked.frontier(bound)[0]) < 100:
+        bound += 1                          # a frontier of many leaves, and many pruned
+    alive = set(walked.frontier(bound)[0].tolist())
+    assert len(alive) < N_LEAVES - 400
+    fresh, first = h.leaf_order(cube), walked._tree.first_leaf
+    for i in range(N_LEAVES):
+        try:
+            fresh.search(bound, [i])
+        except ValueError as e:
+            assert i not in alive and "pruned" in str(e)
+        else:
+            assert i in alive
+            assert (fresh.rows[first + i] == walked.rows[first + i]).all()
+            assert fresh.hv[first + i] == walked.hv[first + i]
 
 
 def test_remainders_of_a_paused_leaf_search_cover_the_rest_exactly():

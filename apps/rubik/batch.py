@@ -1,7 +1,7 @@
 """Solving a file of cubes as one farm workload.
 
 Every cube goes to the workers as tasks: no cube has a phase on the master, and each worker
-loads its tables once for the whole batch (:func:`~.parallel.preload`,
+loads its tables once for the whole batch (:func:`~.farm_search.preload`,
 ``ctx.resource``). A task (:class:`PieceTask`) searches part of one cube's IDA*: either the
 *whole* cube from where it stands (its current bound and the pieces of that iteration not
 yet searched), going on to the next bound itself, or one *piece* of an iteration (a
@@ -14,7 +14,7 @@ subtree, as the parallel solver's steal rounds send them). Every task stops afte
   remainder exactly);
 * once none waits and fewer cubes go whole than there are workers (the tail), a cube that
   yields is split: its remainder pieces go to the workers that would otherwise be idle, each piece yielding again after
-  :data:`~.parallel.YIELD_SECONDS` (the steal rounds of :mod:`.parallel`). The first
+  :data:`~.farm_search.YIELD_SECONDS` (the steal rounds of :mod:`.parallel`). The first
   solution at a bound ends the cube (the bound below it was exhausted: optimal) and cancels
   its other pieces. A cube split in one iteration starts the next one whole, but hands it on
   after its first slice of nodes (the iteration is about 13 times larger: it will be split
@@ -54,10 +54,10 @@ import numpy as np
 from pyfw.farm import Task
 
 from .cube import Cube, InvalidCubeError, format_moves, parse_moves
+from .farm_search import STEAL_SLICE_NODES, YIELD_SECONDS, _tables, run_search
 from .frontier import Frontier
 from .ordered import (LEAF_DEPTH, N_LEAVES, LeafSearch, densest_first, is_leaf_piece,
                       leaves_piece)
-from .parallel import STEAL_SLICE_NODES, YIELD_SECONDS, _tables, run_search
 from .position_symmetry import SymmetryFilter
 from .pruning import BRANCHING
 from .solver import Iteration, SolveResult, check_cube, check_limit, is_facelet_string

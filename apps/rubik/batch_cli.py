@@ -76,7 +76,7 @@ def solve_file(args, comm, out, log, lines):
     """Solve the batch of ``lines`` read from ``args.file`` (every rank calls this; rank 0 is
     the master, the only rank that needs ``lines``)."""
     from pyfw.farm import Farm
-    from .parallel import preload
+    from .farm_search import preload
     from .solver import Heuristic
     mpi = comm.mpi if comm.size > 1 and not args.serial else None
     if args.serial and comm.size > 1:

@@ -89,6 +89,69 @@ def leaf_prefixes():
 
 
 @njit(cache=True)
+def _tight_skip(row, left, use, in_h):
+    """The moves a tight inverse value rules out below a node with ``row`` and ``left``
+    moves left to the bound (a bit per move; 0 unless ``use``)."""
+    skip = np.int64(0)
+    if use:
+        for a in range(3):
+            if row[INV_H_COL + a] >= left:
+                skip |= in_h[a]
+    return skip
+
+
+@njit(cache=True)
+def _make_row(j, p, m, rows, hv, have, one, flipm, slicem, twm, amc, sepm, edst, esrc, eflip,
+              cdst, csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist, slice_of_mask,
+              ct, tab, use_inv, sorted_slice, nx_base, fallback, sepconj, sep_of_mask):
+    """Node ``j``'s row (its parent ``p``'s, moved by ``m``) and its heuristic ``hv[j]``."""
+    rows[j, :] = rows[p, :]
+    one[0] = m
+    _advance_reid(rows[j], one, flipm, slicem, twm, amc, sepm)
+    _advance_inverse(rows[j, INV_COL:INV_COL + 6], one, amc, edst, esrc, eflip, cdst,
+                     csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist)
+    hv[j] = _reid_row_h(rows[j], ct, tab, use_inv, sorted_slice, slice_of_mask,
+                        nx_base, fallback, sepconj, sep_of_mask)
+    have[j] = True
+
+
+@njit(cache=True)
+def _rows_to(bound, leaves, parent, move, depth, first_leaf, rows, hv, have,
+             flipm, slicem, twm, amc, sepm,
+             edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist,
+             slice_of_mask, ct, tab, use_inv, sorted_slice, nx_base, fallback, sepconj,
+             sep_of_mask, tight, in_h):
+    """The rows of ``leaves`` (leaf indices) and of the nodes above them, computed where
+    missing, each node checked alive at ``bound`` as :func:`_walk` judges it (the root is
+    the caller's to check): the position in ``leaves`` of the first leaf that is not
+    (``leaves.size``: all are). A worker handed a few leaves of a cube it never searched
+    computes their paths only, not the whole frontier."""
+    path = np.empty(depth.max() + 1, np.int64)
+    one = np.empty(1, np.int64)
+    for k in range(leaves.size):
+        j = first_leaf + leaves[k]
+        n = 0
+        while j > 0:
+            path[n] = j
+            n += 1
+            j = parent[j]
+        for i in range(n - 1, -1, -1):
+            j = path[i]
+            p = parent[j]
+            skip = _tight_skip(rows[p], bound - depth[p], use_inv and tight, in_h)
+            if (skip >> move[j]) & 1:
+                return k
+            if not have[j]:
+                _make_row(j, p, move[j], rows, hv, have, one, flipm, slicem, twm, amc, sepm,
+                          edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit,
+                          twist_term, add_twist, slice_of_mask, ct, tab, use_inv,
+                          sorted_slice, nx_base, fallback, sepconj, sep_of_mask)
+            if depth[j] + hv[j] > bound:
+                return k
+    return leaves.size
+
+
+@njit(cache=True)
 def _walk(bound, parent, move, depth, first_leaf, rows, hv, have, alive,
           flipm, slicem, twm, amc, sepm,
           edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist,
@@ -114,25 +177,16 @@ def _walk(bound, parent, move, depth, first_leaf, rows, hv, have, alive,
             continue
         if p != lastp:            # the moves a tight inverse rules out at the parent
             lastp = p
-            skip = np.int64(0)
-            if use_inv and tight:
-                left = bound - depth[p]
-                for a in range(3):
-                    if rows[p, INV_H_COL + a] >= left:
-                        skip |= in_h[a]
+            skip = _tight_skip(rows[p], bound - depth[p], use_inv and tight, in_h)
         m = move[j]
         if (skip >> m) & 1:
             continue
         gen += 1
         if not have[j]:
-            rows[j, :] = rows[p, :]
-            one[0] = m
-            _advance_reid(rows[j], one, flipm, slicem, twm, amc, sepm)
-            _advance_inverse(rows[j, INV_COL:INV_COL + 6], one, amc, edst, esrc, eflip, cdst,
-                             csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist)
-            hv[j] = _reid_row_h(rows[j], ct, tab, use_inv, sorted_slice, slice_of_mask,
-                                nx_base, fallback, sepconj, sep_of_mask)
-            have[j] = True
+            _make_row(j, p, m, rows, hv, have, one, flipm, slicem, twm, amc, sepm, edst, esrc,
+                      eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist,
+                      slice_of_mask, ct, tab, use_inv, sorted_slice, nx_base, fallback,
+                      sepconj, sep_of_mask)
         if depth[j] + hv[j] <= bound:
             ok[j] = True
             if j < first_leaf:
@@ -267,9 +321,15 @@ class LeafOrder:
         """The search of ``leaves`` (indices into :func:`leaf_prefixes`, searched in this
         order) to ``bound``: a :func:`leaves_piece` that an iteration handed on."""
         leaves = np.asarray(leaves, np.int64)
-        alive = self.frontier(bound)[0]   # (and their rows, if no iteration here made them)
-        if not np.isin(leaves, alive).all():
-            raise ValueError(f"a leaf given is pruned at bound {bound}")
+        if bound <= LEAF_DEPTH:
+            raise ValueError(f"a leaf search needs a bound above {LEAF_DEPTH}, got {bound}")
+        t = self._tree
+        # their rows, where no iteration here made them, and a check that they are alive
+        k = 0 if bound < self.root_h else _rows_to(
+            int(bound), leaves, t.parent, t.move, t.depth, t.first_leaf, self.rows, self.hv,
+            self.have, *self._walk_args())
+        if k < leaves.size:
+            raise ValueError(f"leaf {int(leaves[k])} given is pruned at bound {bound}")
         return LeafSearch(self, bound, leaves, 0, 0)
 
 

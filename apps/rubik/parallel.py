@@ -38,46 +38,20 @@ from collections import defaultdict
 from pyfw.farm import Task
 
 from .cube import Cube
+from .farm_search import (SLICE_NODES, STEAL_SLICE_NODES, YIELD_SECONDS, _tables,
+                          preload, run_search)
 from .frontier import Frontier, prefixes_at
-from .ordered import is_leaf_piece
 from .position_symmetry import SymmetryFilter
 from .pruning import BRANCHING
-from .search import DONE, FOUND
 from .solver import (DEFAULT_HEURISTIC, Heuristic, Iteration, SolveResult, check_cube,
                      check_limit)
 
-SLICE_NODES = 1 << 20
-STEAL_SLICE_NODES = 1 << 17  # slices of a task that may yield: a time check per ~50 ms
-YIELD_SECONDS = 0.5         # a piece still running after this long hands on its remainder
-SMALL_PLIES = 3             # ... except its pieces this close to the bound (searched on the spot)
 LOCAL_NODES = 1_000_000     # rounds predicted smaller than this stay on the master
 GROUP_NODES = 1 << 17       # steal rounds: consecutive leaves predicted to generate fewer
                             # nodes than this together go out as one piece (~25 ms)
 SPLIT_PIECES = 64           # adaptive split: no piece above 1/max(64, 8 * workers) of the
                             # previous iteration (the same pieces for 1 and 2 workers)
 ORDERS = ("dense", "serial", "largest")
-
-
-def _load(name, cache_dir, max_depth, inverse=True, memory="auto"):
-    return Heuristic(name, cache_dir, progress=False, max_depth=max_depth, inverse=inverse,
-                     memory=memory)
-
-
-def _tables(ctx, name, cache_dir, max_depth, inverse=True, memory="auto"):
-    """This worker's tables, loaded once and cached in its context (where they live,
-    ``memory``, is decided by the first load: see :func:`~.solver.table_memory`)."""
-    return ctx.resource(f"rubik:{name}:{cache_dir}:{max_depth}:{inverse}", _load, name,
-                        cache_dir, max_depth, inverse, memory)
-
-
-def preload(ctx, heuristic=DEFAULT_HEURISTIC, cache_dir=None, max_depth=None, inverse=True,
-            memory="auto"):
-    """Farm ``setup`` function: load the tables when the worker starts, while the master
-    loads its own, instead of inside the first round. ``memory``: "auto" (a private copy
-    in 2 MB pages once the worker has searched long enough to pay for it, where the node's
-    memory allows one per process: :meth:`~.solver.Heuristic.searched`), "private" or
-    "shared" (see :func:`~.solver.table_memory`)."""
-    _tables(ctx, heuristic, cache_dir, max_depth, inverse, memory)
 
 
 class SubtreeTask(Task):
@@ -154,46 +128,6 @@ def search_subtree(h, cube, prefix, bound, all_solutions=False, budget=SLICE_NOD
     if r is not None:
         r.update(prefix=list(prefix), rank=rank)
     return r
-
-
-def run_search(h, cube, s, all_solutions=False, budget=SLICE_NODES, cancelled=None,
-               yield_after=None):
-    """Run the search ``s`` (a :class:`~.search.SubtreeSearch` or a
-    :class:`~.ordered.LeafSearch` of ``cube``) as :func:`search_subtree` describes; returns
-    its dict without ``prefix`` and ``rank``, or None if cancelled."""
-    t0 = time.perf_counter()
-    bound = s.bound
-    sols, rest = [], []
-    last = t0
-    while True:
-        st = s.step(budget)
-        now = time.perf_counter()
-        h.searched(now - last)    # a long search moves the tables into a private copy
-        last = now
-        if st == FOUND:
-            sols.append(s.solution)
-            if not all_solutions:
-                break
-        elif st == DONE:
-            break
-        elif cancelled is not None and cancelled():
-            return None
-        elif (yield_after is not None and not all_solutions
-              and now - t0 >= yield_after):
-            rest = s.remainder()
-            break
-    gen, exp = s.generated, s.expanded
-    # the deepest pieces come first and are tiny (at most SMALL_PLIES below their root,
-    # ~1 ms): searched here, they cost less than the messages that would carry them
-    while (rest and not is_leaf_piece(*rest[0]) and bound - len(rest[0][0]) <= SMALL_PLIES
-           and not sols):
-        p, first = rest.pop(0)
-        t = h.subtree(cube, p, bound, first)
-        if t.run(budget) == FOUND:
-            sols.append(t.solution)
-        gen, exp = gen + t.generated, exp + t.expanded
-    return {"generated": gen, "expanded": exp, "solutions": sols,
-            "seconds": time.perf_counter() - t0, "rest": rest, "memory": h.memory}
 
 
 def _check_split_order(split, order):
