@@ -38,8 +38,8 @@ def preload(ctx, heuristic=DEFAULT_HEURISTIC, cache_dir=None, max_depth=None, in
 def run_search(h, cube, s, all_solutions=False, budget=SLICE_NODES, cancelled=None,
                yield_after=None):
     """Run the search ``s`` (a :class:`~.search.SubtreeSearch` or a
-    :class:`~.ordered.LeafSearch` of ``cube``) as :func:`.parallel.search_subtree` describes; returns
-    its dict without ``prefix`` and ``rank``, or None if cancelled."""
+    :class:`~.ordered.LeafSearch` of ``cube``) as :func:`.parallel.search_subtree`
+    describes; returns its dict without ``prefix`` and ``rank``, or None if cancelled."""
     t0 = time.perf_counter()
     bound = s.bound
     sols, rest = [], []
