@@ -382,24 +382,40 @@ def rubik_batch(d):
     res = d["results"]
     names = {"batch": f"one batch on {d['workers']} workers", "launches":
              f"one launch per cube, {d['workers']} workers each", "serial": "serial batch"}
-    rows = [[names[k], f"{r['seconds']:.0f}", _g(r["cubes_per_second"]),
+
+    def wall(r):
+        if len(r.get("seconds_runs", [])) > 1:
+            return f"{r['seconds']:.0f} [{r['seconds_min']:.0f}–{r['seconds_max']:.0f}]"
+        return f"{r['seconds']:.0f}"
+
+    def ratio(key):
+        runs = res.get(key + "_runs", [])
+        spread = f" [{_g(min(runs))}–{_g(max(runs))}]" if len(runs) > 1 else ""
+        return f"{_g(res[key])}{spread}"
+
+    rows = [[names[k], wall(r), _g(r["cubes_per_second"]),
              _g(r["cubes_per_second_per_core"]), r["cores"],
              _g(r.get("nodes_per_second")) if "nodes_per_second" in r else "–",
              _g(r["busy_fraction"]) if "busy_fraction" in r else "–"]
             for k, r in res.items() if k in names]
     lengths = res.get("batch", res.get("serial", {})).get("lengths", {})
+    repeats = d.get("repeats", 1)
     out = [f"{d['cubes']} cubes, `Cube.random({d['seeds'][0]}..{d['seeds'][1]})`, heuristic "
-           f"{d['heuristic']}; lengths {lengths}. Whole-command wall times."
-           + (f" {d['note']}." if d.get("note") else ""),
+           f"{d['heuristic']}; lengths {lengths}. Whole-command wall times"
+           + (f", median [min–max] of {repeats} alternating repeats" if repeats > 1 else "")
+           + "." + (f" {d['note']}." if d.get("note") else ""),
            _table(["mode", "wall s", "cubes/s", "cubes/s per core", "cores",
                    "nodes/s per worker", "workers busy"], rows)]
     ratios = []
-    if "batch" in res and "launches" in res:
+    if "batch_over_launches" in res:
+        ratios.append(f"batch against one launch per cube: {ratio('batch_over_launches')}x "
+                      f"as many cubes per second")
+    elif "batch" in res and "launches" in res:
         ratios.append(f"batch / one launch per cube: "
                       f"{_g(res['launches']['seconds'] / res['batch']['seconds'])}x faster")
     if "batch_efficiency" in res:
         ratios.append(f"batch efficiency against {d['workers']} x the serial rate: "
-                      f"{_g(res['batch_efficiency'])} (goal >= 0.9)")
+                      f"{ratio('batch_efficiency')} (goal >= 0.9)")
     if ratios:
         out.append("; ".join(ratios) + ".")
     out.append("Published figures of other solvers, on other CPUs (not measured here): "
@@ -536,7 +552,7 @@ SECTIONS = [
      "python benchmarks/rubik_speedup.py --order dense --compare serial:adaptive --repeat 1 "
      "--name rubik_speedup_dense --publish", rubik_speedup),
     ("Rubik: batches of cubes against one launch per cube", "rubik_batch*.json",
-     "python benchmarks/rubik_batch.py --cubes N --publish", rubik_batch),
+     "python benchmarks/rubik_batch.py --cubes N --repeats R --publish", rubik_batch),
     ("Rubik: per-core speed against vcube (C++) on this machine", "rubik_vcube.json",
      "python benchmarks/rubik_vcube.py --vcube PATH --publish", rubik_vcube),
     ("Rubik: ordered iterations against one search per bound", "rubik_order.json",
