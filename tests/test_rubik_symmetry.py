@@ -6,8 +6,9 @@ import pytest
 import test_rubik_naive as naive
 from apps.rubik import Cube, Solver
 from apps.rubik.pruning import is_canonical
-from apps.rubik.position_symmetry import (MOVE_CONJ, SYMS, SymmetryFilter, complete_blocks,
-                                          random_symmetric, stabilizer)
+from apps.rubik.position_symmetry import (MOVE_CONJ, SYM_INV, SYMS, SymmetryFilter,
+                                          complete_blocks, random_symmetric, stabilizer)
+from apps.rubik.symmetry import conjugate
 
 SUPERFLIP = "U R2 F B R B2 R U2 L B2 R U' D' R2 F R' L B2 U2 F2"
 U, U2, Ui, R, R2, Ri, F, F2, Fi, D, D2, Di, L, L2, Li, B, B2, Bi = range(18)
@@ -38,6 +39,21 @@ def test_the_48_symmetries_are_a_group_that_maps_turns_to_turns_of_the_same_kind
 ])
 def test_stabilizers_have_their_known_orders(moves, order):
     assert len(stabilizer(Cube.from_moves(moves))) + 1 == order
+
+
+def test_stabilizer_is_every_symmetry_whose_conjugate_is_the_position():
+    # the definition, checked symmetry by symmetry with whole cube products (the function
+    # compares the permutations of all 48 at once before conjugating any)
+    cubes = [Cube.random(seed) for seed in range(10)]
+    cubes += [random_symmetric(seed, 8, 1 + seed % 3)[1] for seed in range(24)]
+    cubes += [Cube.from_moves(m) for m in (SUPERFLIP, "U D'", "U2 D2", "F2 B2")]
+    symmetric = 0
+    for cube in cubes:
+        plain = tuple(i for i in range(1, len(SYMS))
+                      if conjugate(cube, SYMS[i], SYMS[SYM_INV[i]]) == cube)
+        assert stabilizer(cube) == plain
+        symmetric += bool(plain)
+    assert symmetric >= 28
 
 
 def test_random_positions_have_no_symmetry_to_prune():

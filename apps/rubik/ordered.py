@@ -257,7 +257,7 @@ class LeafOrder:
         row, self.root_h = phase1_row(t, cube, [], heuristic.inverse)
         self._tree = tree = _leaf_tree()
         n = tree.parent.size
-        self.rows = np.zeros((n, row.size), np.int64)
+        self.rows = np.empty((n, row.size), np.int64)   # a row is read once ``have`` says
         self.rows[0] = row
         self.hv = np.zeros(n, np.int64)
         self.hv[0] = self.root_h

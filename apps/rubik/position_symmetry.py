@@ -65,10 +65,26 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: the symmetries' corner and edge permutations, and their inverses', one row each
+_SYM_CP = np.array([s.cp for s in SYMS], np.int64)
+_SYM_EP = np.array([s.ep for s in SYMS], np.int64)
+_SYM_INV_CP = _SYM_CP[list(SYM_INV)]
+_SYM_INV_EP = _SYM_EP[list(SYM_INV)]
+
+
 def stabilizer(cube):
     """Indices into :data:`SYMS` of the symmetries other than the identity that leave
-    ``cube`` unchanged (empty for almost every random position)."""
-    return tuple(i for i in range(1, len(SYMS))
+    ``cube`` unchanged (empty for almost every random position).
+
+    The permutations of ``S P S^-1`` (``S.cp[P.cp[S^-1.cp]]``, orientation aside) are
+    compared for all 48 symmetries at once first: only those that keep both permutations
+    are conjugated whole (a random position has none; 47 conjugations as cube products
+    took 3.5 ms, most of a short scramble's solve in a batch)."""
+    cp, ep = np.asarray(cube.cp, np.int64), np.asarray(cube.ep, np.int64)
+    keeps = ((np.take_along_axis(_SYM_CP, cp[_SYM_INV_CP], 1) == cp).all(1)
+             & (np.take_along_axis(_SYM_EP, ep[_SYM_INV_EP], 1) == ep).all(1))
+    candidates = np.flatnonzero(keeps[1:]) + 1
+    return tuple(int(i) for i in candidates
                  if conjugate(cube, SYMS[i], SYMS[SYM_INV[i]]) == cube)
 
 
