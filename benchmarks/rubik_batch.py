@@ -15,7 +15,8 @@ loads and MPI launch included):
 Reports cubes/s and cubes/s per core (the W workers' cores for the farm runs, one for the
 serial batch), the batch's efficiency against W x the serial batch's rate (the issue's goal:
 >= 0.9) and its speed over one launch per cube (medians over the repeats, each repeat's
-ratio from its own runs), and the published figures of other solvers, labelled as such (other CPUs).
+ratio from its own runs), and the published figures of other solvers, labelled as such
+(other CPUs).
 """
 import argparse
 import json
