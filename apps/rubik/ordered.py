@@ -24,8 +24,9 @@ import numpy as np
 from numba import njit
 
 from .inverse import TABLES as INV_TABLES
-from .inverse import _advance as _advance_inverse
-from .phase1_kernel import INV_COL, INV_H_COL, _apply_cubies, _search_reid
+from .inverse import _advance as _advance_inverse, _coords, _step
+from .phase1_kernel import (INV_COL, INV_H_COL, SEP_COL, UP_COL, _apply_cubies, _index,
+                            _inverse_sep, _search_reid, _value)
 from .phase1_rows import _advance_reid, _reid_row_h, nx_args, phase1_row
 from .pruning import NO_FACE, _allowed
 from .search import (_MOVE_ARRAYS, SlicedSearch, kernel_options, kernel_tables,
@@ -116,6 +117,79 @@ def _make_row(j, p, m, rows, hv, have, one, flipm, slicem, twm, amc, sepm, edst,
 
 
 @njit(cache=True)
+def _make_children(p, j0, j1, skip, move, rows, hv, have, todo, idx, flipm, slicem, twm,
+                   amc, sepm, edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit,
+                   twist_term, add_twist, slice_of_mask, ct, tab, use_inv, sorted_slice,
+                   nx_base, fallback, sepconj, sep_of_mask):
+    """The rows of nodes ``j0..j1-1``, children of ``p``, that the moves ``skip`` leaves
+    and that have none yet: what :func:`_make_row` makes of each, made together. All their
+    table indices are computed first and then all loaded, so that the probes (six per row,
+    into a table of gigabytes) are in flight together instead of one after another, as the
+    kernel batches its probes (a row one at a time cost 3-9 us, most of a frontier walk).
+    ``todo``, ``idx``: scratch arrays of 18 and (18, 6)."""
+    nx = nx_base >= 0
+    n = 0
+    for j in range(j0, j1):
+        m = move[j]
+        if have[j] or (skip >> m) & 1:
+            continue
+        todo[n] = j
+        for c in range(rows.shape[1]):
+            rows[j, c] = rows[p, c]
+        for a in range(3):
+            ma = amc[a, m]
+            fl = flipm[rows[p, 3 * a], ma]
+            sl = slicem[rows[p, 3 * a + 1], ma]
+            tw = twm[rows[p, 3 * a + 2], ma]
+            sp = sepm[rows[p, SEP_COL + a], ma] if nx else 0
+            rows[j, 3 * a] = fl
+            rows[j, 3 * a + 1] = sl
+            rows[j, 3 * a + 2] = tw
+            if nx:
+                rows[j, SEP_COL + a] = sp
+            idx[n, a] = _index(fl, sl, tw, sp, ct, nx, sepconj)
+            ew, cw = _step(rows[p, INV_COL + 2 * a], rows[p, INV_COL + 2 * a + 1], ma, edst,
+                           esrc, eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit, twist_term,
+                           add_twist)
+            rows[j, INV_COL + 2 * a] = ew
+            rows[j, INV_COL + 2 * a + 1] = cw
+            if use_inv:
+                ifl, isl, itw = _coords(ew, cw, sorted_slice, slice_of_mask)
+                isp = _inverse_sep(cw, sep_of_mask) if nx else 0
+                idx[n, 3 + a] = _index(ifl, isl, itw, isp, ct, nx, sepconj)
+        n += 1
+    for i in range(n):
+        j = todo[i]
+        # as phase1_rows._reid_row_h: the larger side, de Bondt's +1 where its three agree
+        l0, u0 = _value(tab, idx[i, 0], nx_base, fallback)
+        l1, u1 = _value(tab, idx[i, 1], nx_base, fallback)
+        l2, u2 = _value(tab, idx[i, 2], nx_base, fallback)
+        rows[j, UP_COL] = u0
+        rows[j, UP_COL + 1] = u1
+        rows[j, UP_COL + 2] = u2
+        h = max(l0, max(l1, l2))
+        if h > 0 and l0 == l1 and l1 == l2:
+            h += 1
+        if use_inv:
+            v0 = _value(tab, idx[i, 3], nx_base, fallback)[0]
+            v1 = _value(tab, idx[i, 4], nx_base, fallback)[0]
+            v2 = _value(tab, idx[i, 5], nx_base, fallback)[0]
+            rows[j, INV_H_COL] = v0
+            rows[j, INV_H_COL + 1] = v1
+            rows[j, INV_H_COL + 2] = v2
+            hi = max(v0, max(v1, v2))
+            if hi > 0 and v0 == v1 and v1 == v2:
+                hi += 1
+            h = max(h, hi)
+        else:
+            rows[j, INV_H_COL] = -1
+            rows[j, INV_H_COL + 1] = -1
+            rows[j, INV_H_COL + 2] = -1
+        hv[j] = h
+        have[j] = True
+
+
+@njit(cache=True)
 def _rows_to(bound, leaves, parent, move, depth, first_leaf, rows, hv, have,
              flipm, slicem, twm, amc, sepm,
              edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist,
@@ -161,11 +235,13 @@ def _walk(bound, parent, move, depth, first_leaf, rows, hv, have, alive,
     indices, lexicographic), and the number of them, the generated and the expanded nodes
     of the tree above them, counted as the kernel counts them (a leaf is generated here and
     expanded by its own search). A node's row (and ``hv``, its heuristic) is computed the
-    first time an iteration generates it (``have``); row 0 is the cube's."""
+    first time an iteration generates it (``have``), with its siblings'
+    (:func:`_make_children`); row 0 is the cube's."""
     n = parent.size
     ok = np.zeros(n, np.bool_)
     ok[0] = True
-    one = np.empty(1, np.int64)
+    todo = np.empty(18, np.int64)
+    idx = np.empty((18, 6), np.int64)
     gen = 0
     exp = 1
     nl = 0
@@ -178,15 +254,21 @@ def _walk(bound, parent, move, depth, first_leaf, rows, hv, have, alive,
         if p != lastp:            # the moves a tight inverse rules out at the parent
             lastp = p
             skip = _tight_skip(rows[p], bound - depth[p], use_inv and tight, in_h)
+            j1 = j + 1            # its children are consecutive: their rows, together
+            missing = not have[j]
+            while j1 < n and parent[j1] == p:
+                missing = missing or not have[j1]
+                j1 += 1
+            if missing:
+                _make_children(p, j, j1, skip, move, rows, hv, have, todo, idx, flipm,
+                               slicem, twm, amc, sepm, edst, esrc, eflip, cdst, csrc, ctw,
+                               ekeep, ckeep, flip_bit, twist_term, add_twist, slice_of_mask,
+                               ct, tab, use_inv, sorted_slice, nx_base, fallback, sepconj,
+                               sep_of_mask)
         m = move[j]
         if (skip >> m) & 1:
             continue
-        gen += 1
-        if not have[j]:
-            _make_row(j, p, m, rows, hv, have, one, flipm, slicem, twm, amc, sepm, edst, esrc,
-                      eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist,
-                      slice_of_mask, ct, tab, use_inv, sorted_slice, nx_base, fallback,
-                      sepconj, sep_of_mask)
+        gen += 1                  # its row was made with its siblings' above
         if depth[j] + hv[j] <= bound:
             ok[j] = True
             if j < first_leaf:
