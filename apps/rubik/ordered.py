@@ -116,6 +116,14 @@ def _make_row(j, p, m, rows, hv, have, one, flipm, slicem, twm, amc, sepm, edst,
     have[j] = True
 
 
+@njit(cache=True, inline="always")
+def _side_value(a, b, c):
+    """A side's heuristic from its three axes' lower bounds: the largest, + 1 where all
+    three agree (de Bondt)."""
+    h = max(a, max(b, c))
+    return h + 1 if h > 0 and a == b and b == c else h
+
+
 @njit(cache=True)
 def _make_children(p, j0, j1, skip, move, rows, hv, have, todo, idx, flipm, slicem, twm,
                    amc, sepm, edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit,
@@ -160,31 +168,24 @@ def _make_children(p, j0, j1, skip, move, rows, hv, have, todo, idx, flipm, slic
         n += 1
     for i in range(n):
         j = todo[i]
-        # as phase1_rows._reid_row_h: the larger side, de Bondt's +1 where its three agree
+        # as phase1_rows._reid_row_h: the larger side's value
         l0, u0 = _value(tab, idx[i, 0], nx_base, fallback)
         l1, u1 = _value(tab, idx[i, 1], nx_base, fallback)
         l2, u2 = _value(tab, idx[i, 2], nx_base, fallback)
         rows[j, UP_COL] = u0
         rows[j, UP_COL + 1] = u1
         rows[j, UP_COL + 2] = u2
-        h = max(l0, max(l1, l2))
-        if h > 0 and l0 == l1 and l1 == l2:
-            h += 1
+        h = _side_value(l0, l1, l2)
         if use_inv:
             v0 = _value(tab, idx[i, 3], nx_base, fallback)[0]
             v1 = _value(tab, idx[i, 4], nx_base, fallback)[0]
             v2 = _value(tab, idx[i, 5], nx_base, fallback)[0]
-            rows[j, INV_H_COL] = v0
-            rows[j, INV_H_COL + 1] = v1
-            rows[j, INV_H_COL + 2] = v2
-            hi = max(v0, max(v1, v2))
-            if hi > 0 and v0 == v1 and v1 == v2:
-                hi += 1
-            h = max(h, hi)
+            h = max(h, _side_value(v0, v1, v2))
         else:
-            rows[j, INV_H_COL] = -1
-            rows[j, INV_H_COL + 1] = -1
-            rows[j, INV_H_COL + 2] = -1
+            v0 = v1 = v2 = -1
+        rows[j, INV_H_COL] = v0
+        rows[j, INV_H_COL + 1] = v1
+        rows[j, INV_H_COL + 2] = v2
         hv[j] = h
         have[j] = True
 
