@@ -14,6 +14,7 @@ import test_rubik_naive as naive
 from apps.rubik import Cube, Solver
 from apps.rubik.ordered import (LEAF_DEPTH, N_LEAVES, URF_DENSITY, LeafSearch,
                                 is_leaf_piece, leaf_prefixes, leaves_piece)
+from apps.rubik.phase1_rows import phase1_row
 from apps.rubik.pruning import canonical_sequences, count_canonical
 from apps.rubik.search import DONE, FOUND, PAUSED
 from test_rubik_search import _scrambles, _without_inverse, _without_tight
@@ -101,6 +102,10 @@ def test_leaves_handed_to_a_process_that_never_walked_the_cube_are_judged_as_the
             assert i in alive
             assert (fresh.rows[first + i] == walked.rows[first + i]).all()
             assert fresh.hv[first + i] == walked.hv[first + i]
+    # the walk's rows against phase1_row's, made move by move from the cube's own row
+    for i in sorted(alive)[::7]:
+        row, hv = phase1_row(h.tables, cube, leaf_prefixes()[i], h.inverse)
+        assert (walked.rows[first + i] == row).all() and walked.hv[first + i] == hv
 
 
 def test_remainders_of_a_paused_leaf_search_cover_the_rest_exactly():

@@ -24,10 +24,10 @@ import numpy as np
 from numba import njit
 
 from .inverse import TABLES as INV_TABLES
-from .inverse import _advance as _advance_inverse, _coords, _step
+from .inverse import _coords, _step
 from .phase1_kernel import (INV_COL, INV_H_COL, SEP_COL, UP_COL, _apply_cubies, _index,
                             _inverse_sep, _search_reid, _value)
-from .phase1_rows import _advance_reid, _reid_row_h, nx_args, phase1_row
+from .phase1_rows import nx_args, phase1_row
 from .pruning import NO_FACE, _allowed
 from .search import (_MOVE_ARRAYS, SlicedSearch, kernel_options, kernel_tables,
                      stack_remainder)
@@ -101,21 +101,6 @@ def _tight_skip(row, left, use, in_h):
     return skip
 
 
-@njit(cache=True)
-def _make_row(j, p, m, rows, hv, have, one, flipm, slicem, twm, amc, sepm, edst, esrc, eflip,
-              cdst, csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist, slice_of_mask,
-              ct, tab, use_inv, sorted_slice, nx_base, fallback, sepconj, sep_of_mask):
-    """Node ``j``'s row (its parent ``p``'s, moved by ``m``) and its heuristic ``hv[j]``."""
-    rows[j, :] = rows[p, :]
-    one[0] = m
-    _advance_reid(rows[j], one, flipm, slicem, twm, amc, sepm)
-    _advance_inverse(rows[j, INV_COL:INV_COL + 6], one, amc, edst, esrc, eflip, cdst,
-                     csrc, ctw, ekeep, ckeep, flip_bit, twist_term, add_twist)
-    hv[j] = _reid_row_h(rows[j], ct, tab, use_inv, sorted_slice, slice_of_mask,
-                        nx_base, fallback, sepconj, sep_of_mask)
-    have[j] = True
-
-
 @njit(cache=True, inline="always")
 def _side_value(a, b, c):
     """A side's heuristic from its three axes' lower bounds: the largest, + 1 where all
@@ -130,11 +115,12 @@ def _make_children(p, j0, j1, skip, move, rows, hv, have, todo, idx, flipm, slic
                    twist_term, add_twist, slice_of_mask, ct, tab, use_inv, sorted_slice,
                    nx_base, fallback, sepconj, sep_of_mask):
     """The rows of nodes ``j0..j1-1``, children of ``p``, that the moves ``skip`` leaves
-    and that have none yet: what :func:`_make_row` makes of each, made together. All their
-    table indices are computed first and then all loaded, so that the probes (six per row,
-    into a table of gigabytes) are in flight together instead of one after another, as the
-    kernel batches its probes (a row one at a time cost 3-9 us, most of a frontier walk).
-    ``todo``, ``idx``: scratch arrays of 18 and (18, 6)."""
+    and that have none yet (the parent's row moved, as :func:`.phase1_rows.phase1_row`
+    makes one, with its heuristic in ``hv``). All their table indices are computed first
+    and then all loaded, so that the probes (six per row, into a table of gigabytes) are
+    in flight together instead of one after another, as the kernel batches its probes (a
+    row one at a time cost 3-9 us, most of a frontier walk). ``todo``, ``idx``: scratch
+    arrays of 18 and (18, 6)."""
     nx = nx_base >= 0
     n = 0
     for j in range(j0, j1):
@@ -202,7 +188,8 @@ def _rows_to(bound, leaves, parent, move, depth, first_leaf, rows, hv, have,
     (``leaves.size``: all are). A worker handed a few leaves of a cube it never searched
     computes their paths only, not the whole frontier."""
     path = np.empty(depth.max() + 1, np.int64)
-    one = np.empty(1, np.int64)
+    todo = np.empty(18, np.int64)
+    idx = np.empty((18, 6), np.int64)
     for k in range(leaves.size):
         j = first_leaf + leaves[k]
         n = 0
@@ -216,11 +203,10 @@ def _rows_to(bound, leaves, parent, move, depth, first_leaf, rows, hv, have,
             skip = _tight_skip(rows[p], bound - depth[p], use_inv and tight, in_h)
             if (skip >> move[j]) & 1:
                 return k
-            if not have[j]:
-                _make_row(j, p, move[j], rows, hv, have, one, flipm, slicem, twm, amc, sepm,
-                          edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep, flip_bit,
-                          twist_term, add_twist, slice_of_mask, ct, tab, use_inv,
-                          sorted_slice, nx_base, fallback, sepconj, sep_of_mask)
+            _make_children(p, j, j + 1, skip, move, rows, hv, have, todo, idx, flipm, slicem,
+                           twm, amc, sepm, edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep,
+                           flip_bit, twist_term, add_twist, slice_of_mask, ct, tab, use_inv,
+                           sorted_slice, nx_base, fallback, sepconj, sep_of_mask)
             if depth[j] + hv[j] > bound:
                 return k
     return leaves.size
