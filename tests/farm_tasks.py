@@ -26,6 +26,14 @@ def fail_on_seven(x):
     return x
 
 
+def fail_on_multiples(x, of=997):
+    """x, except that multiples of ``of`` (0 included) raise: failures inside sub-batches of
+    microsecond tasks."""
+    if x % of == 0:
+        raise ValueError(f"{x} is a multiple of {of}")
+    return x
+
+
 def sleepy(seconds):
     time.sleep(seconds)
     return seconds

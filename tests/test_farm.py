@@ -119,6 +119,25 @@ def test_collect_mode_and_retries(mode):
 
 
 @both
+def test_failures_among_microsecond_tasks_keep_their_places(mode):
+    """Tasks of microseconds run in timed sub-batches of up to thousands (and long chunks
+    reply in parts): each failure must still land on its own task, each value on its own."""
+    comm = comm_for(mode)
+    n = 40_000
+
+    def body(farm):
+        out = list(farm.map(ft.fail_on_multiples, range(n)))
+        failed = [i for i, v in enumerate(out) if isinstance(v, TaskError)]
+        wrong = [i for i, v in enumerate(out) if not isinstance(v, TaskError) and v != i]
+        indices = [out[i].index for i in failed]
+        return failed, wrong, indices
+
+    failed, wrong, indices = run_master(comm, body, on_error="collect")
+    assert failed == list(range(0, n, 997)) and indices == failed
+    assert wrong == []
+
+
+@both
 def test_rounds_and_cancellation_return_workers_to_idle(mode):
     comm = comm_for(mode)
 
