@@ -1,6 +1,6 @@
 """Farm at scale on one box: flat against two-level, makespan, CPU per task by role, start-up.
 
-    python benchmarks/farm_scale.py [--ranks 16,64] [--modes flat,node16,node32]
+    python benchmarks/farm_scale.py [--ranks 16,64] [--modes floor,flat,node16,node32]
                                     [--task-ms 1,10,100] [--ideal 1.0] [--repeats 1]
                                     [--timeout 900] [--profile] [--testbed]
                                     [--publish | --out DIR]
@@ -39,6 +39,12 @@ arrive, no window. An ordered map dispatches only ``window`` (65,536) tasks past
 result not yet handed out; beside it, the unordered map is the bound that an ordered map
 larger than its window (``--ideal 20`` from 128 ranks on 10 ms tasks) should reach.
 
+``--repeats N`` runs every mode N times, the modes alternated (each repeat starts one mode
+later), and the summary gives per (ranks, mode, task) the median and min-max of makespan /
+ideal, tasks/s and CPU per task, with each run's makespan over the ``floor``'s and the
+``flat`` farm's of the same repeat (side by side: the shared box's speed moves between
+runs more than most changes do; ``floor`` is in the default modes for that).
+
 ``--profile`` runs cProfile on the master's maps and on one worker (and one sub-master in
 node mode) and writes their top functions beside the results (``farm_scale_prof_*.txt``).
 ``--testbed`` runs the same on the multi-node test bed (prefix ``h11``, 8 nodes x 32 slots:
@@ -51,6 +57,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -361,7 +368,6 @@ ROLE_GROUPS = {"master": "master", "submaster": "submasters", "worker": "workers
 
 def summarize(raw: dict, ranks: int, mode: str, t0: float, t_exit: float) -> dict:
     """Per map: makespan/ideal, tasks/s, CPU per task by role; start-up marks."""
-    import statistics
     info = raw["ranks_info"]
     cores = os.cpu_count() or 1
     phases = []
@@ -449,6 +455,64 @@ def startup_table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def runs_at(mode: str, ranks: int) -> bool:
+    """Whether ``mode`` means something at ``ranks``: node blocks that hold every rank
+    leave no sub-master (that is the flat farm)."""
+    if mode == "floor":
+        return True
+    hierarchy, k = parse_mode(mode)
+    return not (hierarchy == "node" and k is not None and k >= ranks)
+
+
+def _spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarise(results: list[dict]) -> list[dict]:
+    """Per (ranks, mode, task duration) over the repeats: makespan / ideal, tasks/s and
+    CPU us per task as median, min and max, and two ratios taken within each repeat (the
+    modes of a repeat ran minutes apart at most): the makespan over the ``floor``'s (the
+    box's own limit that repeat) and over the ``flat`` farm's."""
+    by_key: dict = {}
+    for r in results:
+        for p in r["phases"]:
+            by_key.setdefault((r["ranks"], r["mode"], p["task_s"]), []).append(
+                (r.get("repeat", 0), p))
+    out = []
+    for (ranks, mode, tau), runs in sorted(by_key.items(), key=lambda kv: (
+            kv[0][0], kv[0][2], kv[0][1] != "floor", kv[0][1] != "flat", kv[0][1])):
+        row = {"ranks": ranks, "mode": mode, "task_s": tau, "repeats": len(runs),
+               "makespan_over_ideal": _spread([p["makespan_over_ideal"] for _, p in runs]),
+               "tasks_per_s": _spread([p["tasks_per_s"] for _, p in runs]),
+               "cpu_us_per_task": _spread([p["cpu_us_per_task_total"] for _, p in runs])}
+        for ref in ("floor", "flat"):
+            if mode in (ref, "floor"):
+                continue
+            base = {rep: p["wall_s"] for rep, p in by_key.get((ranks, ref, tau), [])}
+            ratios = [p["wall_s"] / base[rep] for rep, p in runs if rep in base]
+            if ratios:
+                row[f"over_{ref}"] = dict(_spread(ratios), runs=ratios)
+        out.append(row)
+    return out
+
+
+def summary_table(summary: list[dict]) -> str:
+    """Medians over the repeats with [min-max]."""
+    def fmt(x, digits=2):
+        if x is None:
+            return ""
+        return (f"{x['median']:.{digits}f} [{x['min']:.{digits}f}-{x['max']:.{digits}f}]"
+                if x["min"] != x["max"] else f"{x['median']:.{digits}f}")
+    rows = ["| ranks | mode | task | repeats | / ideal | / floor | / flat | tasks/s | "
+            "CPU us/task |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in summary:
+        rows.append(f"| {row['ranks']} | {row['mode']} | {row['task_s'] * 1e3:g} ms | "
+                    f"{row['repeats']} | {fmt(row['makespan_over_ideal'])} | "
+                    f"{fmt(row.get('over_floor'))} | {fmt(row.get('over_flat'))} | "
+                    f"{fmt(row['tasks_per_s'], 0)} | {fmt(row['cpu_us_per_task'], 1)} |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":   # a rank: nothing of pyfw imported before its marks
@@ -462,7 +526,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", default="16,64", help="comma-separated rank counts "
                     "(the issue's full set: 16,64,128,256)")
-    ap.add_argument("--modes", default="flat,node16,node32",
+    ap.add_argument("--modes", default="floor,flat,node16,node32",
                     help="flat, nodeK (blocks of K ranks), node (the real split), floor "
                          "(forked sleepers, no scheduler: the box's limit); a ':unordered' "
                          "suffix runs the maps unordered (no window)")
@@ -495,30 +559,29 @@ def main(argv=None) -> int:
         sizes = [int(x) for x in a.ranks.split(",")]
     try:
         for ranks in sizes:
-            for mode in modes:
-                if mode == "floor":
-                    for rep in range(a.repeats):
-                        r = floor_one(ranks, durations, a.ideal)
-                        r["repeat"], r["load_before"] = rep, os.getloadavg()[0]
-                        results.append(r)
-                        print(table([r]).split("\n", 2)[2], flush=True)
-                    continue
-                hierarchy, k = parse_mode(mode)
-                if hierarchy == "node" and k is not None and k >= ranks:
-                    continue   # one block holds every rank: no sub-master, the flat farm
-                for rep in range(a.repeats):
+            runnable = [m for m in modes if runs_at(m, ranks)]
+            for rep in range(a.repeats):
+                # the modes alternate, starting one later each repeat: the box's drift
+                # over the minutes of a run falls on all of them alike
+                shift = rep % len(runnable) if runnable else 0
+                for mode in runnable[shift:] + runnable[:shift]:
                     load = os.getloadavg()[0]
-                    print(f"{ranks} ranks, {mode}, repeat {rep + 1} (load {load:.1f}) ...",
-                          flush=True)
-                    r = launch_one(ranks, mode, durations, a.ideal, a.timeout, a.profile, bed,
-                                   a.pipeline_depth)
+                    if mode == "floor":
+                        r = floor_one(ranks, durations, a.ideal)
+                    else:
+                        print(f"{ranks} ranks, {mode}, repeat {rep + 1} (load {load:.1f}) "
+                              "...", flush=True)
+                        r = launch_one(ranks, mode, durations, a.ideal, a.timeout, a.profile,
+                                       bed, a.pipeline_depth)
                     r["repeat"], r["load_before"] = rep, load
                     results.append(r)
                     print(table([r]).split("\n", 2)[2], flush=True)
     finally:
         if tb is not None:
             tb.down()
-    print("\n" + table(results) + "\n\n" + startup_table(results))
+    summary = summarise(results)
+    print("\n" + table(results) + "\n\n" + startup_table(results) + "\n\n"
+          + summary_table(summary))
     name = "farm_scale_testbed.json" if a.testbed else "farm_scale.json"
     for r in results:
         for who, text in r.pop("profiles", {}).items():
@@ -526,7 +589,8 @@ def main(argv=None) -> int:
             with open(path, "w") as fh:
                 fh.write(text)
     write_json(where, name, {"cores": os.cpu_count(), "ideal_s": a.ideal,
-                             "testbed": a.testbed, "results": results})
+                             "testbed": a.testbed, "repeats": a.repeats,
+                             "summary": summary, "results": results})
     return 0
 
 

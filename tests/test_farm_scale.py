@@ -142,3 +142,31 @@ def test_the_benchmarks_unordered_suffix_keeps_the_hierarchy_and_lifts_the_windo
     assert farm_scale.parse_mode("flat:unordered") == ("flat", None)
     assert farm_scale.parse_mode("node32:unordered") == ("node", 32)
     assert farm_scale.unordered("flat:unordered") and not farm_scale.unordered("node32")
+
+
+def test_the_benchmarks_summary_takes_ratios_within_each_repeat():
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import farm_scale
+    finally:
+        sys.path.pop(0)
+
+    def run(mode, rep, wall):
+        return {"ranks": 256, "mode": mode, "repeat": rep, "phases": [
+            {"task_s": 0.01, "wall_s": wall, "makespan_over_ideal": wall / 2.0,
+             "tasks_per_s": 51000 / wall, "cpu_us_per_task_total": 50.0 * wall}]}
+
+    # a slow second repeat: the ratios follow each repeat's own floor and flat run
+    results = [run("floor", 0, 2.1), run("flat", 0, 2.52), run("node32", 0, 4.2),
+               run("flat", 1, 4.0), run("node32", 1, 6.0), run("floor", 1, 3.2)]
+    rows = {r["mode"]: r for r in farm_scale.summarise(results)}
+    assert list(rows) == ["floor", "flat", "node32"]
+    flat, node = rows["flat"], rows["node32"]
+    assert flat["over_floor"]["runs"] == pytest.approx([2.52 / 2.1, 4.0 / 3.2])
+    assert node["over_flat"]["runs"] == pytest.approx([4.2 / 2.52, 6.0 / 4.0])
+    assert flat["makespan_over_ideal"] == pytest.approx({"median": 1.63, "min": 1.26,
+                                                         "max": 2.0})
+    assert "over_floor" not in rows["floor"] and "over_flat" not in rows["floor"]
+    assert farm_scale.runs_at("node32", 64) and not farm_scale.runs_at("node32", 32)
+    assert "| 256 | flat | 10 ms | 2 | 1.63 [1.26-2.00] | 1.23 [1.20-1.25] |  |" in \
+        farm_scale.summary_table(farm_scale.summarise(results))
