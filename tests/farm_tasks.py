@@ -34,6 +34,12 @@ def fail_on_multiples(x, of=997):
     return x
 
 
+def nap_where(x, seconds=0.05):
+    """Sleep, then say which rank ran task ``x``."""
+    time.sleep(seconds)
+    return MPI.COMM_WORLD.Get_rank()
+
+
 def sleepy(seconds):
     time.sleep(seconds)
     return seconds

@@ -200,6 +200,28 @@ def test_failing_setup_breaks_the_farm_with_its_cause(mode):
 
 
 @pytest.mark.mpi(min_size=2)
+def test_a_long_chunk_hands_over_its_results_in_parts():
+    """A chunk running longer than PARTIAL_EVERY sends what it has done so far: the master
+    gets a worker's first results while the rest of its chunk still runs."""
+    k = 16                                            # 16 x 50 ms: a 0.8 s chunk each
+
+    def body(farm):
+        n = k * farm.num_workers
+        arrived = {}
+        t0 = time.monotonic()
+        for i, rank in farm.map(ft.nap_where, range(n), unordered=True, chunksize=k):
+            arrived.setdefault(rank, []).append(time.monotonic() - t0)
+        return n, {r: (len(ts), ts[0], ts[-1]) for r, ts in arrived.items()}
+
+    n, per_rank = run_master(COMM, body)
+    assert sum(c for c, _, _ in per_rank.values()) == n
+    # without partial replies a chunk's results arrive together; with them, its first
+    # results come back while the rest of the chunk runs (a part every 0.2 s)
+    spans = [last - first for _, first, last in per_rank.values()]
+    assert max(spans) > 2 * P.PARTIAL_EVERY, per_rank
+
+
+@pytest.mark.mpi(min_size=2)
 def test_unpicklable_task_fails_on_every_rank():
     if COMM.rank == 0:
         with pytest.raises(TaskSerializationError, match=r"task 3 .*Holds.* cannot be pickled"):
