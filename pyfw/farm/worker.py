@@ -205,8 +205,8 @@ class WorkerLoop:
         # up to thousands when they take microseconds, so timing and checks cost nothing per
         # task. The loop calls nothing but the tasks: after a long task it runs on cold
         # caches, where each bytecode costs CPU that an oversubscribed node's other ranks
-        # want (112 bytecodes a task against 164 with a helper call per sub-batch;
-        # docs/hierarchy.md, "A worker's loop with fewer bytecodes").
+        # want (2 ranks, 10 ms tasks: 112 bytecodes a task against 155 with helper calls
+        # per sub-batch; docs/hierarchy.md, "A worker's loop with fewer bytecodes").
         while pos < total:
             end = pos + batch
             run_items(items[pos:end], func, star, ctx, values, failures)
