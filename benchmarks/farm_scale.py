@@ -35,7 +35,9 @@ loop, started together; its makespan / ideal and CPU per sleep are what a perfec
 this box would approach (the wake-ups of hundreds of sleepers on two cores are not free).
 
 A mode with ``:unordered`` (``flat:unordered``) runs its maps unordered: results as they
-arrive, no window. An ordered map dispatches only ``window`` (65,536) tasks past the first
+arrive, no window. A mode with ``:NAME``, NAME a scheduling policy (``flat:fac2``), runs
+its maps with that policy instead of the default; options combine with ``+``
+(``flat:fac2+unordered``). An ordered map dispatches only ``window`` (65,536) tasks past the first
 result not yet handed out; beside it, the unordered map is the bound that an ordered map
 larger than its window (``--ideal 20`` from 128 ranks on 10 ms tasks) should reach.
 
@@ -70,6 +72,7 @@ PUBLISHED = os.path.join(HERE, "results")
 T0_ENV = "PYFW_SCALE_T0"            # the launch's wall-clock time, for the ranks' marks
 DEPTH_ENV = "PYFW_SCALE_DEPTH"      # --pipeline-depth for the child (0: automatic)
 ORDER_ENV = "PYFW_SCALE_UNORDERED"  # "1": the child's maps are unordered
+POLICY_ENV = "PYFW_SCALE_POLICY"    # the child's maps' scheduling policy ("": the default)
 TESTBED_PREFIX = "h11"
 MARKS = ("proc", "main", "mpi4py", "mpi_init", "pyfw", "farm", "ready")
 
@@ -212,7 +215,8 @@ def child(out: str, durations: list[float], ideal: float, hierarchy: str, profil
                 prof = cProfile.Profile(time.process_time)   # CPU, not wall: ranks share cores
             for tau in durations:
                 phases.append(_phase(farm, tau, ideal, prof,
-                                     os.environ.get(ORDER_ENV) == "1"))
+                                     os.environ.get(ORDER_ENV) == "1",
+                                     os.environ.get(POLICY_ENV) or None))
     if prof is not None:
         prof.disable()
     cpu_farm = time.process_time() - cpu_enter
@@ -243,7 +247,8 @@ def _profiled(farm) -> set:
     return {sub, sub + 1}
 
 
-def _phase(farm, tau: float, ideal: float, prof, unordered: bool = False) -> dict:
+def _phase(farm, tau: float, ideal: float, prof, unordered: bool = False,
+           policy: str | None = None) -> dict:
     """One map of sleep tasks lasting ``tau`` on ``farm``, timed on the master."""
     import functools
     eng = farm.engine
@@ -257,7 +262,7 @@ def _phase(farm, tau: float, ideal: float, prof, unordered: bool = False) -> dic
     dup0 = eng.duplicates
     cpu0, t0 = time.process_time(), time.perf_counter()
     n = 0
-    for _ in farm.map(fn, range(tasks), unordered=unordered):
+    for _ in farm.map(fn, range(tasks), unordered=unordered, policy=policy):
         n += 1
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     if prof is not None:
@@ -318,9 +323,25 @@ def parse_mode(mode: str) -> tuple[str, int | None]:
     raise ValueError(f"unknown mode {mode!r}: flat, node or nodeK")
 
 
+def _options(mode: str) -> list[str]:
+    """A mode's options after its ``:``, joined by ``+`` (``flat:fac2+unordered``)."""
+    from pyfw.farm import POLICIES
+    opts = [o for o in mode.partition(":")[2].split("+") if o]
+    for o in opts:
+        if o != "unordered" and o not in POLICIES:
+            raise ValueError(f"unknown option {o!r} in mode {mode!r}: unordered or a "
+                             f"policy ({', '.join(sorted(POLICIES))})")
+    return opts
+
+
 def unordered(mode: str) -> bool:
     """Whether ``mode`` (``flat:unordered``) runs its maps unordered."""
-    return mode.partition(":")[2] == "unordered"
+    return "unordered" in _options(mode)
+
+
+def policy_of(mode: str) -> str | None:
+    """The scheduling policy a mode names (``flat:fac2``), None for the default."""
+    return next((o for o in _options(mode) if o != "unordered"), None)
 
 
 def launch_one(ranks: int, mode: str, durations, ideal, timeout, profile, bed=None,
@@ -339,6 +360,7 @@ def launch_one(ranks: int, mode: str, durations, ideal, timeout, profile, bed=No
     env.pop("PYFW_FARM_NODE_SIZE", None)
     env[DEPTH_ENV] = str(depth or 0)
     env[ORDER_ENV] = "1" if unordered(mode) else "0"
+    env[POLICY_ENV] = policy_of(mode) or ""
     if node_size:
         env["PYFW_FARM_NODE_SIZE"] = str(node_size)
     fd, out = tempfile.mkstemp(suffix=".json")
@@ -529,7 +551,8 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default="floor,flat,node16,node32",
                     help="flat, nodeK (blocks of K ranks), node (the real split), floor "
                          "(forked sleepers, no scheduler: the box's limit); a ':unordered' "
-                         "suffix runs the maps unordered (no window)")
+                         "suffix runs the maps unordered (no window), ':POLICY' with that "
+                         "scheduling policy (flat:fac2), '+' joins them")
     ap.add_argument("--task-ms", default="1,10,100", help="task durations (ms)")
     ap.add_argument("--ideal", type=float, default=1.0,
                     help="ideal makespan of each map (s): sets the number of tasks")

@@ -142,6 +142,13 @@ def test_the_benchmarks_unordered_suffix_keeps_the_hierarchy_and_lifts_the_windo
     assert farm_scale.parse_mode("flat:unordered") == ("flat", None)
     assert farm_scale.parse_mode("node32:unordered") == ("node", 32)
     assert farm_scale.unordered("flat:unordered") and not farm_scale.unordered("node32")
+    # a policy beside the default, alone or with unordered maps
+    assert farm_scale.parse_mode("flat:fac2+unordered") == ("flat", None)
+    assert farm_scale.policy_of("flat:fac2+unordered") == "fac2"
+    assert farm_scale.unordered("flat:fac2+unordered")
+    assert farm_scale.policy_of("flat") is None and farm_scale.policy_of("node32:unordered") is None
+    with pytest.raises(ValueError, match="unknown option 'fastest'"):
+        farm_scale.policy_of("flat:fastest")
 
 
 def test_the_benchmarks_summary_takes_ratios_within_each_repeat():
