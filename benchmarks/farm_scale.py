@@ -37,8 +37,8 @@ this box would approach (the wake-ups of hundreds of sleepers on two cores are n
 A mode with ``:unordered`` (``flat:unordered``) runs its maps unordered: results as they
 arrive, no window. A mode with ``:NAME``, NAME a scheduling policy (``flat:fac2``), runs
 its maps with that policy instead of the default; options combine with ``+``
-(``flat:fac2+unordered``). An ordered map dispatches only ``window`` (65,536) tasks past the first
-result not yet handed out; beside it, the unordered map is the bound that an ordered map
+(``flat:fac2+unordered``). An ordered map dispatches only ``window`` (65,536) tasks past
+the first result not yet handed out; beside it, the unordered map is the bound that an ordered map
 larger than its window (``--ideal 20`` from 128 ranks on 10 ms tasks) should reach.
 
 ``--repeats N`` runs every mode N times, the modes alternated (each repeat starts one mode
