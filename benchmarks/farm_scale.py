@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -390,6 +389,7 @@ ROLE_GROUPS = {"master": "master", "submaster": "submasters", "worker": "workers
 
 def summarize(raw: dict, ranks: int, mode: str, t0: float, t_exit: float) -> dict:
     """Per map: makespan/ideal, tasks/s, CPU per task by role; start-up marks."""
+    import statistics
     info = raw["ranks_info"]
     cores = os.cpu_count() or 1
     phases = []
@@ -486,15 +486,12 @@ def runs_at(mode: str, ranks: int) -> bool:
     return not (hierarchy == "node" and k is not None and k >= ranks)
 
 
-def _spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def summarise(results: list[dict]) -> list[dict]:
     """Per (ranks, mode, task duration) over the repeats: makespan / ideal, tasks/s and
     CPU us per task as median, min and max, and two ratios taken within each repeat (the
     modes of a repeat ran minutes apart at most): the makespan over the ``floor``'s (the
     box's own limit that repeat) and over the ``flat`` farm's."""
+    from pyfw.monitor.stats import spread   # the driver's, not the ranks' (numpy)
     by_key: dict = {}
     for r in results:
         for p in r["phases"]:
@@ -504,16 +501,16 @@ def summarise(results: list[dict]) -> list[dict]:
     for (ranks, mode, tau), runs in sorted(by_key.items(), key=lambda kv: (
             kv[0][0], kv[0][2], kv[0][1] != "floor", kv[0][1] != "flat", kv[0][1])):
         row = {"ranks": ranks, "mode": mode, "task_s": tau, "repeats": len(runs),
-               "makespan_over_ideal": _spread([p["makespan_over_ideal"] for _, p in runs]),
-               "tasks_per_s": _spread([p["tasks_per_s"] for _, p in runs]),
-               "cpu_us_per_task": _spread([p["cpu_us_per_task_total"] for _, p in runs])}
+               "makespan_over_ideal": spread([p["makespan_over_ideal"] for _, p in runs]),
+               "tasks_per_s": spread([p["tasks_per_s"] for _, p in runs]),
+               "cpu_us_per_task": spread([p["cpu_us_per_task_total"] for _, p in runs])}
         for ref in ("floor", "flat"):
             if mode in (ref, "floor"):
                 continue
             base = {rep: p["wall_s"] for rep, p in by_key.get((ranks, ref, tau), [])}
             ratios = [p["wall_s"] / base[rep] for rep, p in runs if rep in base]
             if ratios:
-                row[f"over_{ref}"] = dict(_spread(ratios), runs=ratios)
+                row[f"over_{ref}"] = spread(ratios, keep_runs=True)
         out.append(row)
     return out
 
