@@ -37,7 +37,8 @@ this box would approach (the wake-ups of hundreds of sleepers on two cores are n
 A mode with ``:unordered`` (``flat:unordered``) runs its maps unordered: results as they
 arrive, no window. A mode with ``:NAME``, NAME a scheduling policy (``flat:fac2``), runs
 its maps with that policy instead of the default; options combine with ``+``
-(``flat:fac2+unordered``). An ordered map dispatches only ``window`` (65,536) tasks past
+(``flat:fac2+unordered``). A mode with ``:again`` times each map after an untimed one like
+it, as a farm serving map after map (an MCMC sampler's steps) runs all but its first. An ordered map dispatches only ``window`` (65,536) tasks past
 the first result not yet handed out; beside it, the unordered map is the bound that an ordered map
 larger than its window (``--ideal 20`` from 128 ranks on 10 ms tasks) should reach.
 
@@ -72,6 +73,7 @@ T0_ENV = "PYFW_SCALE_T0"            # the launch's wall-clock time, for the rank
 DEPTH_ENV = "PYFW_SCALE_DEPTH"      # --pipeline-depth for the child (0: automatic)
 ORDER_ENV = "PYFW_SCALE_UNORDERED"  # "1": the child's maps are unordered
 POLICY_ENV = "PYFW_SCALE_POLICY"    # the child's maps' scheduling policy ("": the default)
+AGAIN_ENV = "PYFW_SCALE_AGAIN"      # "1": each timed map follows an untimed one like it
 TESTBED_PREFIX = "h11"
 MARKS = ("proc", "main", "mpi4py", "mpi_init", "pyfw", "farm", "ready")
 
@@ -212,10 +214,11 @@ def child(out: str, durations: list[float], ideal: float, hierarchy: str, profil
             if profile:
                 import cProfile
                 prof = cProfile.Profile(time.process_time)   # CPU, not wall: ranks share cores
+            options = (os.environ.get(ORDER_ENV) == "1", os.environ.get(POLICY_ENV) or None)
             for tau in durations:
-                phases.append(_phase(farm, tau, ideal, prof,
-                                     os.environ.get(ORDER_ENV) == "1",
-                                     os.environ.get(POLICY_ENV) or None))
+                if os.environ.get(AGAIN_ENV) == "1":   # the farm has run a map like it
+                    _phase(farm, tau, ideal, None, *options)
+                phases.append(_phase(farm, tau, ideal, prof, *options))
     if prof is not None:
         prof.disable()
     cpu_farm = time.process_time() - cpu_enter
@@ -327,10 +330,16 @@ def _options(mode: str) -> list[str]:
     from pyfw.farm import POLICIES
     opts = [o for o in mode.partition(":")[2].split("+") if o]
     for o in opts:
-        if o != "unordered" and o not in POLICIES:
-            raise ValueError(f"unknown option {o!r} in mode {mode!r}: unordered or a "
-                             f"policy ({', '.join(sorted(POLICIES))})")
+        if o not in FLAGS and o not in POLICIES:
+            raise ValueError(f"unknown option {o!r} in mode {mode!r}: {', '.join(FLAGS)} "
+                             f"or a policy ({', '.join(sorted(POLICIES))})")
     return opts
+
+
+#: a mode's options besides a policy: its maps unordered; each map timed after an untimed
+#: one like it (a farm that serves map after map, as an MCMC sampler's steps do: rounds
+#: after the first start with what the last one measured)
+FLAGS = ("unordered", "again")
 
 
 def unordered(mode: str) -> bool:
@@ -338,9 +347,14 @@ def unordered(mode: str) -> bool:
     return "unordered" in _options(mode)
 
 
+def again(mode: str) -> bool:
+    """Whether ``mode`` (``flat:again``) times each map after an untimed one like it."""
+    return "again" in _options(mode)
+
+
 def policy_of(mode: str) -> str | None:
     """The scheduling policy a mode names (``flat:fac2``), None for the default."""
-    return next((o for o in _options(mode) if o != "unordered"), None)
+    return next((o for o in _options(mode) if o not in FLAGS), None)
 
 
 def launch_one(ranks: int, mode: str, durations, ideal, timeout, profile, bed=None,
@@ -360,6 +374,7 @@ def launch_one(ranks: int, mode: str, durations, ideal, timeout, profile, bed=No
     env[DEPTH_ENV] = str(depth or 0)
     env[ORDER_ENV] = "1" if unordered(mode) else "0"
     env[POLICY_ENV] = policy_of(mode) or ""
+    env[AGAIN_ENV] = "1" if again(mode) else "0"
     if node_size:
         env["PYFW_FARM_NODE_SIZE"] = str(node_size)
     fd, out = tempfile.mkstemp(suffix=".json")
@@ -548,7 +563,8 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default="floor,flat,node16,node32",
                     help="flat, nodeK (blocks of K ranks), node (the real split), floor "
                          "(forked sleepers, no scheduler: the box's limit); a ':unordered' "
-                         "suffix runs the maps unordered (no window), ':POLICY' with that "
+                         "suffix runs the maps unordered (no window), ':again' times each "
+                         "map after an untimed one like it, ':POLICY' with that "
                          "scheduling policy (flat:fac2), '+' joins them")
     ap.add_argument("--task-ms", default="1,10,100", help="task durations (ms)")
     ap.add_argument("--ideal", type=float, default=1.0,

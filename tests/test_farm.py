@@ -4,6 +4,7 @@ The same tests run serially (1 process: the serial mode) and under mpiexec at 2 
 Verdicts that only the master can check are shared with the workers, so a failure fails
 every rank instead of leaving workers waiting.
 """
+import functools
 import json
 import re
 import time
@@ -219,6 +220,38 @@ def test_a_long_chunk_hands_over_its_results_in_parts():
     # results come back while the rest of the chunk runs (a part every 0.2 s)
     spans = [last - first for _, first, last in per_rank.values()]
     assert max(spans) > 2 * P.PARTIAL_EVERY, per_rank
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_round_probes_each_worker_with_at_most_two_tasks_before_timing_it():
+    """A worker not yet timed in a round gets one-task probes, at most two of them in
+    flight, whatever depth the pipeline has reached: a second map after a first (the
+    workers measured, the depth fixed at 8 here) must not send each worker eight single
+    tasks before the first of them returns (issue 41: up to 32 at 256 ranks)."""
+    from pyfw.farm.engine import PROBES_IN_FLIGHT
+
+    def body(farm):
+        eng = farm.engine
+        send = eng._send
+        held = []    # chunks of the round a worker held when sent another, still untimed
+
+        def watched(w, rnd, ids, items, now):
+            if rnd.task_time.get(w.rank) is None:
+                held.append(sum(1 for c in w.inflight if c.rnd is rnd))
+            return send(w, rnd, ids, items, now)
+        eng._send = watched
+        try:
+            nap = functools.partial(ft.nap_where, seconds=0.005)
+            n = 40 * farm.num_workers
+            first = sorted(i for i, _ in farm.map(nap, range(n), unordered=True))
+            second = sorted(i for i, _ in farm.map(nap, range(n), unordered=True))
+        finally:
+            eng._send = send
+        return n, first, second, held
+
+    n, first, second, held = run_master(COMM, body, pipeline_depth=8)
+    assert first == second == list(range(n))
+    assert held and max(held) < PROBES_IN_FLIGHT, held
 
 
 @pytest.mark.mpi(min_size=2)

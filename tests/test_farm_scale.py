@@ -147,6 +147,8 @@ def test_the_benchmarks_unordered_suffix_keeps_the_hierarchy_and_lifts_the_windo
     assert farm_scale.policy_of("flat:fac2+unordered") == "fac2"
     assert farm_scale.unordered("flat:fac2+unordered")
     assert farm_scale.policy_of("flat") is None
+    assert farm_scale.again("flat:again+fac2") and not farm_scale.again("flat:fac2")
+    assert farm_scale.policy_of("flat:again+fac2") == "fac2"
     assert farm_scale.policy_of("node32:unordered") is None
     with pytest.raises(ValueError, match="unknown option 'fastest'"):
         farm_scale.policy_of("flat:fastest")

@@ -57,6 +57,13 @@ TAIL_CHECK_PER_WORKER = 2e-5
 # none left for itself (measured, 16 ranks in blocks of 8: 1.07-1.16x ideal with one per
 # rank, 1.05-1.11x with three; flat 1.04-1.07x).
 NODE_QUEUE_PER_RANK = 3
+# A worker not yet timed in a round holds at most this many chunks of it (its one-task
+# probes): the next one is sized from the first probe's reply. Without the bound, the
+# pipeline's lead time (grown by earlier rounds to 16-32 chunks' worth on a saturated box)
+# sent each worker up to 32 one-task chunks before its first reply: at 256 ranks, 10 ms
+# tasks, half the workers ran their first factoring-sized chunk 0.8-2.3 s into a 2 s map
+# (issue 41; docs/hierarchy.md, "Probes in flight").
+PROBES_IN_FLIGHT = 2
 
 
 class Engine(EngineCore):
@@ -424,9 +431,12 @@ class Engine(EngineCore):
                     chunk_time = None if mean is None else mean * len(w.inflight[-1].ids)
                     if n >= pipeline.depth(chunk_time, w.rank):
                         break             # until it replies
-                    if here is None and idle:
-                        recheck.add(w.rank)
-                        break  # unmeasured: a second chunk only once every worker has one
+                    if here is None:   # unmeasured in this round: probes only
+                        if idle:
+                            recheck.add(w.rank)
+                            break  # a second one only once every worker has one
+                        if n >= PROBES_IN_FLIGHT:
+                            break  # until a probe's reply times it
                     if mean is not None and not rnd.eager:
                         left = self._outstanding(w, now) - lead
                         if w.stats.width > 1:   # a node (mean: its time per task)
