@@ -131,6 +131,12 @@ def sleep_task(seconds, x):
     return x
 
 
+def unmetered_task(seconds, x):
+    """The untimed map's task (``:again``): the same sleep, outside the meter's windows."""
+    time.sleep(seconds)
+    return x
+
+
 # ----------------------------------------------------------------------------- one launch
 def _process_start() -> float:
     """Wall-clock time this process was started (from /proc; 10 ms resolution)."""
@@ -177,7 +183,8 @@ def child(out: str, durations: list[float], ideal: float, hierarchy: str, profil
     accept, send_up = SubMaster._accept, SubMaster._send
 
     def tau_of(f):                     # the map's key: fn is partial(sleep_task, tau)
-        return getattr(f.rnd.fn, "args", (None,))[0]
+        fn = f.rnd.fn
+        return fn.args[0] if getattr(fn, "func", None) is sleep_task else None
 
     def accepted(self):
         took = accept(self)
@@ -217,7 +224,7 @@ def child(out: str, durations: list[float], ideal: float, hierarchy: str, profil
             options = (os.environ.get(ORDER_ENV) == "1", os.environ.get(POLICY_ENV) or None)
             for tau in durations:
                 if os.environ.get(AGAIN_ENV) == "1":   # the farm has run a map like it
-                    _phase(farm, tau, ideal, None, *options)
+                    _phase(farm, tau, ideal, None, *options, task=unmetered_task)
                 phases.append(_phase(farm, tau, ideal, prof, *options))
     if prof is not None:
         prof.disable()
@@ -250,13 +257,13 @@ def _profiled(farm) -> set:
 
 
 def _phase(farm, tau: float, ideal: float, prof, unordered: bool = False,
-           policy: str | None = None) -> dict:
+           policy: str | None = None, task=sleep_task) -> dict:
     """One map of sleep tasks lasting ``tau`` on ``farm``, timed on the master."""
     import functools
     eng = farm.engine
     workers = farm.size - 1
     tasks = max(workers, round(ideal * workers / tau))
-    fn = functools.partial(sleep_task, tau)
+    fn = functools.partial(task, tau)
     msgs0 = int(sum(eng.comm.sent_msgs)), int(sum(eng.comm.recv_msgs))
     idle0 = eng.idle_master
     if prof is not None:
