@@ -38,9 +38,10 @@ A mode with ``:unordered`` (``flat:unordered``) runs its maps unordered: results
 arrive, no window. A mode with ``:NAME``, NAME a scheduling policy (``flat:fac2``), runs
 its maps with that policy instead of the default; options combine with ``+``
 (``flat:fac2+unordered``). A mode with ``:again`` times each map after an untimed one like
-it, as a farm serving map after map (an MCMC sampler's steps) runs all but its first. An ordered map dispatches only ``window`` (65,536) tasks past
-the first result not yet handed out; beside it, the unordered map is the bound that an ordered map
-larger than its window (``--ideal 20`` from 128 ranks on 10 ms tasks) should reach.
+it, as a farm serving map after map (an MCMC sampler's steps) runs all but its first. An
+ordered map dispatches only ``window`` (65,536) tasks past the first result not yet handed
+out; beside it, the unordered map is the bound that an ordered map larger than its window
+(``--ideal 20`` from 128 ranks on 10 ms tasks) should reach.
 
 ``--repeats N`` runs every mode N times, the modes alternated (each repeat starts one mode
 later), and the summary gives per (ranks, mode, task) the median and min-max of makespan /

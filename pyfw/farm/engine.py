@@ -59,10 +59,11 @@ TAIL_CHECK_PER_WORKER = 2e-5
 NODE_QUEUE_PER_RANK = 3
 # A worker not yet timed in a round holds at most this many chunks of it (its one-task
 # probes): the next one is sized from the first probe's reply. Without the bound, the
-# pipeline's lead time (grown by earlier rounds to 16-32 chunks' worth on a saturated box)
-# sent each worker up to 32 one-task chunks before its first reply: at 256 ranks, 10 ms
-# tasks, half the workers ran their first factoring-sized chunk 0.8-2.3 s into a 2 s map
-# (issue 41; docs/hierarchy.md, "Probes in flight").
+# pipeline's depth, set by the round trips of earlier rounds (hundreds of ms on a
+# saturated box), sent a worker up to 32 one-task chunks before its first reply: at 256
+# ranks, 10 ms tasks, half the workers ran their first factoring-sized chunk 0.3-1.4 s
+# into the map, against 0.4 s with the bound (issue 41; docs/hierarchy.md, "Probes in
+# flight").
 PROBES_IN_FLIGHT = 2
 
 
