@@ -333,6 +333,12 @@ def parse_mode(mode: str) -> tuple[str, int | None]:
     raise ValueError(f"unknown mode {mode!r}: flat, node or nodeK")
 
 
+#: a mode's options besides a policy: its maps unordered; each map timed after an untimed
+#: one like it (a farm that serves map after map, as an MCMC sampler's steps do: rounds
+#: after the first start with what the last one measured)
+FLAGS = ("unordered", "again")
+
+
 def _options(mode: str) -> list[str]:
     """A mode's options after its ``:``, joined by ``+`` (``flat:fac2+unordered``)."""
     from pyfw.farm import POLICIES
@@ -342,12 +348,6 @@ def _options(mode: str) -> list[str]:
             raise ValueError(f"unknown option {o!r} in mode {mode!r}: {', '.join(FLAGS)} "
                              f"or a policy ({', '.join(sorted(POLICIES))})")
     return opts
-
-
-#: a mode's options besides a policy: its maps unordered; each map timed after an untimed
-#: one like it (a farm that serves map after map, as an MCMC sampler's steps do: rounds
-#: after the first start with what the last one measured)
-FLAGS = ("unordered", "again")
 
 
 def unordered(mode: str) -> bool:
