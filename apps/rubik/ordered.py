@@ -23,7 +23,6 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .bidir_kernel import BIDIR_COLS, PREMOVE_TABLES, _search_bidir, solution_moves
 from .inverse import TABLES as INV_TABLES
 from .inverse import _coords, _step
 from .phase1_kernel import (INV_COL, INV_H_COL, SEP_COL, UP_COL, _apply_cubies, _index,
@@ -274,19 +273,17 @@ def _search_leaves(order, leaf_rows, leaf_moves, leaf_face, cube_cp, cube_co, cu
                    flipm, slicem, slice_solved, twm, amc, ct, tab, mcp, mco, mep, meo,
                    use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw, ekeep, ckeep,
                    flip_bit, twist_term, add_twist, slice_of_mask, tight, in_h,
-                   nx_base, fallback, sepm, sepconj, sep_of_mask, bidir, rel_e, rel_c):
+                   nx_base, fallback, sepm, sepconj, sep_of_mask):
     """Search the leaves ``order[lbox[0]:]`` one after another to ``bound`` with the
-    kernel (with ``bidir`` the one that picks a direction per node,
-    :mod:`.bidir_kernel`), for about ``budget`` generated nodes: DONE, FOUND (leaf
-    ``order[lbox[0]]``'s search holds a solution; calling again goes on after it) or
-    PAUSED. ``lbox``: the position in ``order``, whether that leaf's search has started,
-    the generated count when it started; ``counts[leaf]``: the nodes its search has
-    generated."""
+    kernel, for about ``budget`` generated nodes: DONE, FOUND (leaf ``order[lbox[0]]``'s
+    search holds a solution; calling again goes on after it) or PAUSED. ``lbox``: the
+    position in ``order``, whether that leaf's search has started, the generated count
+    when it started; ``counts[leaf]``: the nodes its search has generated."""
     start = stats[0]
     while lbox[0] < order.size:
         i = order[lbox[0]]
         if lbox[1] == 0:          # a fresh leaf: its row on the stack, its cubies replayed
-            node[0, :leaf_rows.shape[1]] = leaf_rows[i]
+            node[0, :] = leaf_rows[i]
             box[0] = 0
             box[1] = 0
             box[2] = 0
@@ -300,22 +297,12 @@ def _search_leaves(order, leaf_rows, leaf_moves, leaf_face, cube_cp, cube_co, cu
         left = budget - (stats[0] - start)
         if left <= 0:
             return PAUSED
-        if bidir:
-            status = _search_bidir(flipm, slicem, slice_solved, twm, amc, ct, tab, node, path,
-                                   kids, kidm, nk, ki, box, leaf_moves.shape[1], leaf_face[i],
-                                   bound, left, stats, cp, co, ep, eo, mcp, mco, mep, meo,
-                                   use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw,
-                                   ekeep, ckeep, flip_bit, twist_term, add_twist,
-                                   slice_of_mask, tight, in_h, nx_base, fallback, sepm,
-                                   sepconj, sep_of_mask, rel_e, rel_c, NO_FACE)
-        else:
-            status = _search_reid(flipm, slicem, slice_solved, twm, amc, ct, tab, node, path,
-                                  kids, kidm, nk, ki, box, leaf_moves.shape[1], leaf_face[i],
-                                  bound, left, stats, cp, co, ep, eo, mcp, mco, mep, meo,
-                                  use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw,
-                                  ekeep, ckeep, flip_bit, twist_term, add_twist,
-                                  slice_of_mask, tight, in_h, nx_base, fallback, sepm,
-                                  sepconj, sep_of_mask)
+        status = _search_reid(flipm, slicem, slice_solved, twm, amc, ct, tab, node, path,
+                              kids, kidm, nk, ki, box, leaf_moves.shape[1], leaf_face[i],
+                              bound, left, stats, cp, co, ep, eo, mcp, mco, mep, meo,
+                              use_inv, sorted_slice, edst, esrc, eflip, cdst, csrc, ctw, ekeep,
+                              ckeep, flip_bit, twist_term, add_twist, slice_of_mask, tight,
+                              in_h, nx_base, fallback, sepm, sepconj, sep_of_mask)
         counts[i] = stats[0] - lbox[2]
         if status != DONE:
             return status
@@ -349,10 +336,8 @@ class LeafOrder:
         self._cubies = [np.asarray(a, np.int64).copy() for a in (cube.cp, cube.co, cube.ep,
                                                                   cube.eo)]
         depth = MAX_DEPTH - LEAF_DEPTH + 2
-        self.bidir = bool(getattr(heuristic, "bidir", False))
-        width = BIDIR_COLS if self.bidir else row.size
-        self._stack = (np.zeros((depth, width), np.int64), np.zeros(depth + 1, np.int8),
-                       np.zeros((depth, 18, width), np.int64),
+        self._stack = (np.zeros((depth, row.size), np.int64), np.zeros(depth + 1, np.int8),
+                       np.zeros((depth, 18, row.size), np.int64),
                        np.zeros((depth, 18), np.int8), np.zeros(depth, np.int8),
                        np.zeros(depth, np.int8))
         self._in_h = np.array(heuristic._targets(), np.int64)
@@ -369,8 +354,7 @@ class LeafOrder:
     def _kernel_args(self):
         t, h = self.tables, self.heuristic
         return (*kernel_tables(t), *_MOVE_ARRAYS,
-                *kernel_options(t, h.inverse, h.tight, self._in_h), self.bidir,
-                *PREMOVE_TABLES)
+                *kernel_options(t, h.inverse, h.tight, self._in_h))
 
     def take_counts(self, counts):
         """Order by ``counts`` (per leaf, as :attr:`counts`: gathered by the processes that
@@ -478,8 +462,7 @@ class LeafSearch(SlicedSearch):
         if status == FOUND:
             depth = int(self._box[0]) + 1
             leaf = [int(m) for m in lo._tree.leaf_moves[self.order[self._lbox[0]]]]
-            moves = [int(x) for x in path[1:depth + 1]]
-            self.solution = leaf + (solution_moves(moves) if lo.bidir else moves)
+            self.solution = leaf + [int(x) for x in path[1:depth + 1]]
         return status
 
     def searched(self):

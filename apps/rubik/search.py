@@ -16,8 +16,6 @@ import numpy as np
 from .coords import move_arrays
 from .cube import Cube, parse_moves
 from .inverse import TABLES as INV_TABLES
-from .bidir_kernel import (BACK, BIDIR_COLS, PREMOVE_TABLES, _search_bidir, prefix_root,
-                           solution_moves)
 from .phase1_kernel import _apply_cubies, _search_reid
 from .phase1_rows import nx_args, phase1_row, target_moves
 from .pruning import NO_FACE
@@ -98,52 +96,32 @@ class SubtreeSearch(SlicedSearch):
     :meth:`remainder`): only the root's children by moves ``first_move`` and up are
     searched, and the root's expansion is not counted again (the search it came from
     counted it).
-
-    ``bidir`` (with ``inverse``) expands each node by the position's moves or its
-    inverse's, whichever leaves fewer children (:mod:`.bidir_kernel`). Its prefixes, first
-    moves and remainders hold moves of the inverse as BACK + move; :attr:`solution` is
-    the cube's own moves.
     """
 
     def __init__(self, tables, cube, prefix, bound, inverse=True, first_move=None,
-                 tight=True, targets=None, bidir=False):
-        moves = BACK + 18 if bidir else 18       # a direction search's moves are encoded
-        if first_move is not None and not 0 <= first_move < moves:
-            raise ValueError(f"first_move must be a move 0..{moves - 1}, got {first_move!r}")
-        if bidir and not inverse:
-            raise ValueError("a search with directions needs the inverse lookups")
-        self.bidir = bool(bidir)
+                 tight=True, targets=None):
+        if first_move is not None and not 0 <= first_move < 18:
+            raise ValueError(f"first_move must be a move 0..17, got {first_move!r}")
         self.tables = tables
+        self.prefix = parse_moves(prefix)
         self.bound = int(bound)
         if self.bound > MAX_DEPTH:
             raise ValueError(f"bound {bound} exceeds the maximum depth {MAX_DEPTH}")
-        if self.bidir:
-            self.prefix = [int(m) for m in prefix]
-            if not all(0 <= m < moves for m in self.prefix):
-                raise ValueError(f"a direction search's prefix holds moves 0..{moves - 1}, "
-                                 f"got {self.prefix}")
-            root, self.last0, self.last0y = prefix_root(cube, self.prefix)
-            self._root_arrays = [a.astype(np.int64) for a in (root.cp, root.co, root.ep,
-                                                              root.eo)]
-            row, self.root_h = phase1_row(tables, root, [], inverse)
-        else:
-            self.prefix = parse_moves(prefix)
-            arrs = [a.astype(np.int64) for a in (cube.cp, cube.co, cube.ep, cube.eo)]
-            _apply_cubies(*arrs, np.array(self.prefix, np.int64), *_MOVE_ARRAYS)
-            self._root_arrays = arrs
-            self.last0 = self.prefix[-1] // 3 if self.prefix else NO_FACE
-            row, self.root_h = phase1_row(tables, cube, self.prefix, inverse)
+        arrs = [a.astype(np.int64) for a in (cube.cp, cube.co, cube.ep, cube.eo)]
+        _apply_cubies(*arrs, np.array(self.prefix, np.int64), *_MOVE_ARRAYS)
+        self._root_arrays = arrs
         self.g0 = len(self.prefix)
+        self.last0 = self.prefix[-1] // 3 if self.prefix else NO_FACE
         self.inverse = bool(inverse)
         self.tight = bool(tight)
         # ``targets``: target_moves(tables), if the caller has them
         self._in_h = np.array(target_moves(tables) if targets is None else targets, np.int64)
         depth = max(self.bound - self.g0, 0) + 2
-        width = BIDIR_COLS if self.bidir else row.size
-        self.node = np.zeros((depth, width), row.dtype)
-        self.node[0, :row.size] = row
+        row, self.root_h = phase1_row(tables, cube, self.prefix, self.inverse)
+        self.node = np.zeros((depth, row.size), row.dtype)
+        self.node[0] = row
         self.path = np.zeros(depth + 1, np.int8)
-        self.kids = np.zeros((depth, 18, width), row.dtype)
+        self.kids = np.zeros((depth, 18, row.size), row.dtype)
         self.kidm = np.zeros((depth, 18), np.int8)
         self.nk = np.zeros(depth, np.int8)
         self.ki = np.zeros(depth, np.int8)
@@ -158,11 +136,7 @@ class SubtreeSearch(SlicedSearch):
         elif self.g0 == self.bound:
             self.finished = True
             if self.root.is_solved:
-                self._pending = self._moves(self.prefix)
-
-    def _moves(self, path):
-        """The cube's moves from the prefix and the kernel's path after it."""
-        return solution_moves(path) if self.bidir else [int(m) for m in path]
+                self._pending = list(self.prefix)
 
     @property
     def root(self):
@@ -183,16 +157,11 @@ class SubtreeSearch(SlicedSearch):
         t = self.tables
         args = (self.node, self.path, self.kids, self.kidm, self.nk, self.ki, self.box,
                 self.g0, self.last0, self.bound, int(budget), self.stats)
-        if self.bidir:
-            status = _search_bidir(*kernel_tables(t), *args, *self._root_arrays, *_MOVE_ARRAYS,
-                                   *kernel_options(t, self.inverse, self.tight, self._in_h),
-                                   *PREMOVE_TABLES, self.last0y)
-        else:
-            status = _search_reid(*kernel_tables(t), *args, *self._root_arrays, *_MOVE_ARRAYS,
-                                  *kernel_options(t, self.inverse, self.tight, self._in_h))
+        status = _search_reid(*kernel_tables(t), *args, *self._root_arrays, *_MOVE_ARRAYS,
+                              *kernel_options(t, self.inverse, self.tight, self._in_h))
         if status == FOUND:
             depth = int(self.box[0]) + 1
-            self.solution = self._moves(self.prefix + [int(x) for x in self.path[1:depth + 1]])
+            self.solution = self.prefix + [int(x) for x in self.path[1:depth + 1]]
         elif status == DONE:
             self.finished = True
         return status

@@ -6,7 +6,6 @@ iterations above 4 moves over :class:`~.ordered.LeafSearch`).
 >>> r.moves, r.length                                    # doctest: +SKIP
 ("F U2 R'", 3)
 """
-import copy
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -198,17 +197,14 @@ class Heuristic:
     """The tables of one heuristic, loaded once; makes subtree searches."""
 
     def __init__(self, name=DEFAULT_HEURISTIC, cache_dir=None, progress=True, max_depth=None,
-                 log=None, cached_only=False, inverse=True, memory="shared", tight=True,
-                 bidir=False):
+                 log=None, cached_only=False, inverse=True, memory="shared", tight=True):
         """``max_depth``: truncated tables built in memory (tests); ``cached_only``: raise
         LookupError instead of building a table that is not cached; ``inverse``: look the
         tables up on the inverse position too (see :mod:`.inverse`); ``memory``: where the tables live (:func:`table_memory`;
         "shared" keeps one copy per node; "auto" starts there and copies once the search has paid
         for it, :meth:`searched`); ``tight``:
         with ``inverse``, skip the moves that tight inverse values rule out (see
-        :class:`~.search.SubtreeSearch`; off only to measure what it saves); ``bidir``:
-        with ``inverse``, expand each node by the position's moves or its inverse's,
-        whichever leaves fewer children (:mod:`.bidir_kernel`)."""
+        :class:`~.search.SubtreeSearch`; off only to measure what it saves)."""
         if name not in HEURISTICS:
             raise ValueError(f"unknown heuristic {name!r}; choose from {', '.join(HEURISTICS)}")
         _check_memory(memory)
@@ -216,7 +212,6 @@ class Heuristic:
         self._deferred, self._searched, self._copy_after = None, 0.0, 0.0
         self.inverse = bool(inverse)
         self.tight = bool(tight)
-        self.bidir = bool(bidir) and self.inverse
         self._target_moves = None
         kw = dict(directory=cache_dir, progress=progress, max_depth=max_depth, log=log,
                   cached_only=cached_only)
@@ -234,19 +229,6 @@ class Heuristic:
             self._copy_after = nbytes * COPY_SECONDS_PER_BYTE / (1 - 1 / PRIVATE_GAIN)
         elif big and table_memory(memory, nbytes):
             self._go_private(big)
-
-    def variant(self, **options):
-        """These tables with other search options (``inverse``, ``tight``, ``bidir``): a
-        second :class:`Heuristic` sharing the loaded tables, to compare searches side by
-        side in one process."""
-        unknown = set(options) - {"inverse", "tight", "bidir"}
-        if unknown:
-            raise TypeError(f"unknown search options {sorted(unknown)}")
-        other = copy.copy(self)
-        for k, v in options.items():
-            setattr(other, k, bool(v))
-        other.bidir = other.bidir and other.inverse
-        return other
 
     def searched(self, seconds):
         """Count ``seconds`` of search on these tables. Under ``memory="auto"`` the
@@ -322,8 +304,7 @@ class Heuristic:
         """A resumable search of the subtree under ``prefix`` with cost bound ``bound``
         (from the root's move ``first_move`` on: see :class:`~.search.SubtreeSearch`)."""
         return SubtreeSearch(self.tables, cube, prefix, bound, inverse=self.inverse,
-                             first_move=first_move, tight=self.tight, targets=self._targets(),
-                             bidir=self.bidir)
+                             first_move=first_move, tight=self.tight, targets=self._targets())
 
 
 @dataclass
