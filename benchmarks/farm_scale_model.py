@@ -288,8 +288,19 @@ def sleep_overshoot(tau: float, procs: int = 1, seconds: float = 1.0) -> float:
     return plain_sleepers(tau, procs, seconds)["wall_s"]
 
 
+def _block(mode: str) -> int:
+    """Ranks per node block of a scale-benchmark mode (``node32``, ``node32:again``: 32); 0
+    for flat and for ``node`` (the real split: one block per host)."""
+    base = mode.partition(":")[0]
+    return int(base[4:] or 0) if base.startswith("node") else 0
+
+
 def _family(mode: str) -> str:
-    return "flat" if mode == "flat" else "node"
+    """What a mode's costs are fitted with: flat or node, and its options if it has any
+    (``flat:again`` is fitted apart from ``flat``)."""
+    base, _, opts = mode.partition(":")
+    fam = "flat" if base == "flat" else "node"
+    return f"{fam}:{opts}" if opts else fam
 
 
 def scale_runs(paths) -> list[dict]:
@@ -299,8 +310,10 @@ def scale_runs(paths) -> list[dict]:
         with open(path) as fh:
             d = json.load(fh)
         for r in d["results"]:
+            if r["mode"].partition(":")[0] == "floor":
+                continue          # forked sleepers, no farm: the box's limit, not modelled
             for ph in r["phases"]:
-                p, k = r["ranks"], int(r["mode"][4:] or 0) if r["mode"] != "flat" else 0
+                p, k = r["ranks"], _block(r["mode"])
                 routed = ph["tasks"] * (p - k) / (p - 1) if k else 0
                 rows.append({"ranks": p, "mode": r["mode"], "family": _family(r["mode"]),
                              "sub_share": _sub_share(ph),
@@ -336,7 +349,7 @@ def sub_shares(rows) -> dict:
 def compute_ranks(shares, mode, tau, ranks) -> float:
     """Ranks that compute in a map: every rank but the master, a sub-master counted at its
     fitted share (1 without a fit)."""
-    k = int(mode[4:] or 0) if mode != "flat" else 0
+    k = _block(mode)
     subs = max(0, ranks // k - 1) if k else 0
     share = shares.get(f"{mode}/{tau:g}", 1.0)
     return ranks - 1 - subs * (1.0 - share)
@@ -424,7 +437,7 @@ def scale_main(paths, cores) -> dict:
             here = [r for r in rows if r["task_s"] == tau and r["ranks"] == ranks]
             flat = [r for r in here if r["family"] == "flat"]
             node = sorted((r for r in here if r["family"] == "node"),
-                          key=lambda r: -int(r["mode"][4:] or 0))   # largest blocks
+                          key=lambda r: -_block(r["mode"]))   # largest blocks
             if flat and node:
                 figures.append(cluster_figure(flat[0], node[0], eff[tau], 1024, PER_NODE))
         if figures:

@@ -180,3 +180,37 @@ def test_the_benchmarks_summary_takes_ratios_within_each_repeat():
     assert farm_scale.runs_at("node32", 64) and not farm_scale.runs_at("node32", 32)
     assert "| 256 | flat | 10 ms | 2 | 1.63 [1.26-2.00] | 1.23 [1.20-1.25] |  |" in \
         farm_scale.summary_table(farm_scale.summarise(results))
+
+
+def test_the_model_reads_every_mode_the_benchmark_writes(tmp_path):
+    # farm_scale.py's default modes start with "floor" and may carry options: the model
+    # fits the farms only, a mode with options apart from the plain one
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import farm_scale_model as model
+    finally:
+        sys.path.pop(0)
+
+    def run(mode, cpu):
+        return {"ranks": 256, "mode": mode, "phases": [
+            {"task_s": 0.01, "tasks": 51000, "wall_s": 3.0, "ideal_s": 2.0,
+             "cpu_s": {"master": cpu, "submasters": cpu / 2 if mode.startswith("node32")
+                       else 0.0, "workers": 4 * cpu}}]}
+
+    path = tmp_path / "farm_scale.json"
+    path.write_text(json.dumps({"results": [run("floor", 0.0), run("flat", 1.0),
+                                            run("flat:again", 2.0), run("node32:again", 3.0),
+                                            run("node32", 4.0), run("node", 5.0)]}))
+    rows = model.scale_runs([str(path)])
+    assert [(r["mode"], r["family"]) for r in rows] == [
+        ("flat", "flat"), ("flat:again", "flat:again"), ("node32:again", "node:again"),
+        ("node32", "node"), ("node", "node")]
+    fits = model.fit_scale(rows)
+    assert fits["flat:again/0.01/master"]["a_s"] == pytest.approx(2.0 / 51000)
+    assert fits["flat/0.01/master"]["a_s"] == pytest.approx(1.0 / 51000)
+    # a block of 32 ranks: 7 sub-masters route the tasks of the 224 ranks beside them
+    node32 = rows[3]
+    assert node32["c_sub_routed"] == pytest.approx(2.0 / (51000 * (256 - 32) / 255))
+    assert model.compute_ranks({}, "node32:again", 0.01, 256) == 255
+    assert model.compute_ranks({"node32:again/0.01": 0.5}, "node32:again", 0.01, 256) == \
+        pytest.approx(255 - 7 * 0.5)
