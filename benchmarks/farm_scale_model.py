@@ -291,15 +291,16 @@ def sleep_overshoot(tau: float, procs: int = 1, seconds: float = 1.0) -> float:
 def _block(mode: str) -> int:
     """Ranks per node block of a scale-benchmark mode (``node32``, ``node32:again``: 32); 0
     for flat and for ``node`` (the real split: one block per host)."""
-    base = mode.partition(":")[0]
-    return int(base[4:] or 0) if base.startswith("node") else 0
+    from farm_scale import parse_mode          # the benchmark's own reading of its modes
+    return parse_mode(mode)[1] or 0
 
 
 def _family(mode: str) -> str:
     """What a mode's costs are fitted with: flat or node, and its options if it has any
     (``flat:again`` is fitted apart from ``flat``)."""
-    base, _, opts = mode.partition(":")
-    fam = "flat" if base == "flat" else "node"
+    from farm_scale import parse_mode
+    opts = mode.partition(":")[2]
+    fam = parse_mode(mode)[0]
     return f"{fam}:{opts}" if opts else fam
 
 
