@@ -4,6 +4,7 @@ The same tests run serially (1 process: the serial mode) and under mpiexec at 2 
 Verdicts that only the master can check are shared with the workers, so a failure fails
 every rank instead of leaving workers waiting.
 """
+import collections
 import functools
 import json
 import re
@@ -252,6 +253,30 @@ def test_a_round_probes_each_worker_with_at_most_two_tasks_before_timing_it():
     n, first, second, held = run_master(COMM, body, pipeline_depth=8)
     assert first == second == list(range(n))
     assert held and max(held) < PROBES_IN_FLIGHT, held
+
+
+@pytest.mark.mpi(min_size=3)
+def test_a_long_round_trip_forecast_does_not_hand_one_worker_the_round():
+    """A worker holds at most its share of what a round has left, however long the round
+    trips the pipeline forecasts. A master saturated by a map of 1 ms tasks at 256 ranks
+    learnt round trips of 1-3 s; with the lead time alone as the bound, the first node to
+    return its probe of the next map got 1.7 s of work at once and a third of the map
+    (issue 41). Here every worker's round trip is forecast at 3 s, the round is 1.2 s of
+    work: without the share bound one worker ran 596 of 600 tasks."""
+    def body(farm):
+        nap = functools.partial(ft.nap_where, seconds=0.002)
+        list(farm.map(nap, range(100)))             # every worker timed
+        pipeline = farm.engine.pipeline
+        pipeline.rtt_of = lambda rank=None: 3.0      # what a saturated master measured
+        try:
+            return list(farm.map(nap, range(600)))
+        finally:
+            del pipeline.rtt_of
+    ranks = run_master(COMM, body, tail_duplication=False)
+    assert len(ranks) == 600
+    shares = collections.Counter(ranks)
+    even = 600 / (COMM.size - 1)
+    assert max(shares.values()) < 2 * even, shares
 
 
 @pytest.mark.mpi(min_size=2)

@@ -439,7 +439,16 @@ class Engine(EngineCore):
                         if n >= PROBES_IN_FLIGHT:
                             break  # until a probe's reply times it
                     if mean is not None and not rnd.eager:
-                        left = self._outstanding(w, now) - lead
+                        # queued ahead: the lead, but never more than the worker's share
+                        # of what a round of known size has left (a lead learnt while a
+                        # saturated master answered late, seconds at 256 ranks on 2 cores,
+                        # had one node take a third of the next short map at once; issue
+                        # 41). A stream's read-ahead is no measure of what is left.
+                        ahead = lead
+                        if rnd.total is not None:
+                            share = rnd.remaining() * w.stats.width / max(1, self._ranks)
+                            ahead = min(lead, max(share, w.stats.width) * mean)
+                        left = self._outstanding(w, now) - ahead
                         if w.stats.width > 1:   # a node (mean: its time per task)
                             left -= NODE_QUEUE_PER_RANK * w.stats.width * mean
                         if left >= 0:
