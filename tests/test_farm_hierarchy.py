@@ -149,6 +149,41 @@ def test_a_node_s_time_per_task_sums_its_ranks_rates():
     assert sub._node_task_time(NS(task_time={})) is None
 
 
+def test_a_sub_master_runs_a_long_piece_only_while_its_workers_have_work_past_it():
+    # nothing is dispatched while a piece runs here: a piece of one 100 ms task waits until
+    # every node worker has more than that queued (else they run dry behind it); pieces of
+    # short tasks (about LOCAL_CHUNK_S) run whenever there is work
+    from types import SimpleNamespace as NS
+
+    from pyfw.farm.hierarchy import LOCAL_CHUNK_S, SubMaster, _Forward
+    from pyfw.farm.policies import make_policy
+    from pyfw.farm.rounds import RoundState
+    delivered, queued = [], {"s": 0.0}
+    sub = SubMaster.__new__(SubMaster)
+    sub.engine = NS(all_busy_for=lambda s: queued["s"] >= s, pipeline=NS(margin=0.0),
+                    deliver=lambda rnd, ids, values, errs, rank: delivered.append(list(ids)))
+    sub.margin, sub.ctx, sub.local_tasks, sub.local_busy = 0.0, None, 0, 0.0
+    sub.comm = NS(rank=2, size=4, host="here")
+    rnd = RoundState(1, range(10), abs, False, 10, make_policy("adaptive"), "chunk-1")
+    sub.forwards = {1: _Forward(1, 1, range(10), 0.0, rnd)}
+    sub.local_k, sub.local_per = 1, 0.1                      # one task of 100 ms a piece
+    assert not sub._work_locally() and delivered == []       # the workers hold nothing
+    queued["s"] = 0.05
+    assert not sub._work_locally() and delivered == []       # less than the piece
+    queued["s"] = 0.2
+    assert sub._work_locally() and delivered == [[0]]
+    sub.local_k, sub.local_per, queued["s"] = 4, LOCAL_CHUNK_S / 4, 0.0   # short tasks
+    assert sub._work_locally() and delivered[-1] == [1, 2, 3, 4]
+    # a piece's length comes from this round's measured task times: the last piece's
+    # (another map's 100 ms tasks) must not keep the sub-master from a map of short ones
+    sub.local_k, sub.local_per = 1, 0.1
+    rnd.task_time = {1: LOCAL_CHUNK_S / 10, 2: LOCAL_CHUNK_S / 10}
+    assert sub._work_locally() and delivered[-1] == [5]
+    sub.local_k, sub.local_per = 1, LOCAL_CHUNK_S / 10
+    rnd.task_time = {1: 0.1}
+    assert not sub._work_locally() and delivered[-1] == [5]
+
+
 def _run(tmp_path, mode, n, env, ft=False, extra=None, args=(), timeout=90):
     """Run hier_job.py MODE on ``n`` ranks: (the master's summary, the completed launch,
     the ranks other than the master that left the farm quietly)."""

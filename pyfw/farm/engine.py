@@ -55,7 +55,9 @@ TAIL_CHECK_PER_WORKER = 2e-5
 # ranks than it has, and each of its workers holds about two (the one running and one
 # queued while the sub-master runs a piece itself), so with fewer the sub-master finds
 # none left for itself (measured, 16 ranks in blocks of 8: 1.07-1.16x ideal with one per
-# rank, 1.05-1.11x with three; flat 1.04-1.07x).
+# rank, 1.05-1.11x with three; flat 1.04-1.07x). Never more than the node's share of
+# what the round has left: at a map's end three 100 ms tasks a rank stayed queued on some
+# nodes while others had run out (256 ranks in blocks of 32; issue 41).
 NODE_QUEUE_PER_RANK = 3
 # A worker not yet timed in a round holds at most this many chunks of it (its one-task
 # probes): the next one is sized from the first probe's reply. Without the bound, the
@@ -392,6 +394,14 @@ class Engine(EngineCore):
         left = max(0.0, head.t_mark + head.left * mean - now)
         return left + sum(c.left for c in itertools.islice(w.inflight, 1, None)) * mean
 
+    def all_busy_for(self, seconds: float) -> bool:
+        """True if every live worker free for single-rank work has at least ``seconds`` of
+        forecast work running or queued."""
+        now = time.perf_counter()
+        busy = self.groups.busy
+        return all(self._outstanding(w, now) >= seconds
+                   for w in self.alive_workers() if not busy(w))
+
     def _dispatch(self) -> bool:
         active = [r for r in self.rounds.values() if r.has_pending()]
         sent = False
@@ -445,12 +455,12 @@ class Engine(EngineCore):
                         # had one node take a third of the next short map at once; issue
                         # 41). A stream's read-ahead is no measure of what is left.
                         ahead = lead
+                        if w.stats.width > 1:   # a node (mean: its time per task)
+                            ahead += NODE_QUEUE_PER_RANK * w.stats.width * mean
                         if rnd.total is not None:
                             share = rnd.remaining() * w.stats.width / max(1, self._ranks)
-                            ahead = min(lead, max(share, w.stats.width) * mean)
+                            ahead = min(ahead, max(share, w.stats.width) * mean)
                         left = self._outstanding(w, now) - ahead
-                        if w.stats.width > 1:   # a node (mean: its time per task)
-                            left -= NODE_QUEUE_PER_RANK * w.stats.width * mean
                         if left >= 0:
                             heapq.heappush(wake, (now + left, w.rank))
                             break         # until its queued work runs down to the lead

@@ -167,6 +167,7 @@ class SubMaster(WorkerLoop):
         self.forwards: dict[int, _Forward] = {}
         self._stats_at = 0.0
         self.local_k = 1          # tasks per chunk run here (grown to ~LOCAL_CHUNK_S)
+        self.local_per = None     # the last piece's time per task here (s)
         self.local_tasks, self.local_busy = 0, 0.0
         # master round -> the node's task times in it, shared by the rounds its chunks
         # become (a chunk is a round here: without this every chunk would start unmeasured,
@@ -340,11 +341,22 @@ class SubMaster(WorkerLoop):
     def _work_locally(self) -> bool:
         """Run one small chunk of a forwarded round here: a sub-master that only scheduled
         would leave one core of its node idle (a third of a 3-rank node). Chunks last about
-        ``LOCAL_CHUNK_S`` so the master's and the node's messages wait no longer."""
+        ``LOCAL_CHUNK_S`` so the master's and the node's messages wait no longer. A piece
+        of tasks longer than that (one task: 100 ms) runs only while every worker of the
+        node has work queued past its end: nothing is dispatched while it runs, and at 256
+        ranks in blocks of 32 on 100 ms tasks the node's workers otherwise waited for it
+        and ran dry, most at a map's end (issue 41)."""
         for f in self.forwards.values():
             rnd = f.rnd
             if rnd.cancelled or not rnd.has_pending():
                 continue
+            # the piece's length: by this round's task times on the node's workers when
+            # measured (the last piece here may have been of another map's tasks)
+            times = rnd.task_time
+            per = sum(times.values()) / len(times) if times else self.local_per
+            if per and self.local_k * per > LOCAL_CHUNK_S and \
+                    not self.engine.all_busy_for(self.local_k * per):
+                return False
             ids, items = rnd.take(self.local_k)
             if not len(ids):
                 continue
@@ -358,7 +370,7 @@ class SubMaster(WorkerLoop):
                       for pos, exc in failures}
             self.local_tasks += len(ids)
             self.local_busy += dt
-            per = dt / len(ids)
+            per = self.local_per = dt / len(ids)
             # while a piece runs here nothing is dispatched: the node's workers get their
             # next chunk that much earlier (a piece is one task when tasks are long)
             self.engine.pipeline.margin = max(self.margin, dt)
