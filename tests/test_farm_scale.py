@@ -203,8 +203,8 @@ def test_the_model_reads_every_mode_the_benchmark_writes(tmp_path):
                                             run("node32", 4.0), run("node", 5.0)]}))
     rows = model.scale_runs([str(path)])
     assert [(r["mode"], r["family"]) for r in rows] == [
-        ("flat", "flat"), ("flat:again", "flat:again"), ("node32:again", "node:again"),
-        ("node32", "node"), ("node", "node")]
+        ("flat", "flat"), ("flat:again", "flat:again"), ("node32:again", "node32:again"),
+        ("node32", "node32"), ("node", "node")]
     fits = model.fit_scale(rows)
     assert fits["flat:again/0.01/master"]["a_s"] == pytest.approx(2.0 / 51000)
     assert fits["flat/0.01/master"]["a_s"] == pytest.approx(1.0 / 51000)
