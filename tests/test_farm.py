@@ -260,7 +260,7 @@ def test_a_long_round_trip_forecast_does_not_hand_one_worker_the_round():
     """A worker holds at most its share of what a round has left, however long the round
     trips the pipeline forecasts. A master saturated by a map of 1 ms tasks at 256 ranks
     learnt round trips of 1-3 s; with the lead time alone as the bound, the first node to
-    return its probe of the next map got 1.7 s of work at once and a third of the map
+    return its probe of the next map got 1.7 s of work at once and a quarter of the map
     (issue 41). Here every worker's round trip is forecast at 3 s, the round is 1.2 s of
     work: without the share bound one worker ran 596 of 600 tasks."""
     def body(farm):

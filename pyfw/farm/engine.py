@@ -452,7 +452,7 @@ class Engine(EngineCore):
                         # queued ahead: the lead, but never more than the worker's share
                         # of what a round of known size has left (a lead learnt while a
                         # saturated master answered late, seconds at 256 ranks on 2 cores,
-                        # had one node take a third of the next short map at once; issue
+                        # had one node take a quarter of the next short map; issue
                         # 41). A stream's read-ahead is no measure of what is left.
                         ahead = lead
                         if w.stats.width > 1:   # a node (mean: its time per task)
